@@ -1,0 +1,1 @@
+"""Jinja2 templates for the model kinds tritontune prepares (see tritontune.config.templates)."""

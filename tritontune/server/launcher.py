@@ -1,0 +1,91 @@
+"""The one interface every way of getting a Triton server implements.
+
+Like httpx's transport seam: the local, docker and remote launchers are swappable, so a search or a
+test runs the same code against any of them. A launcher is a context manager; leaving the ``with``
+block (normally, on an error, or on Ctrl-C) stops whatever it started.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+
+from tritontune.config.validate import TargetCapabilities
+from tritontune.server.client import TritonClient
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a started server is: where it listens and what it can do."""
+
+    grpc_url: str
+    http_url: str | None
+    metrics_url: str | None
+    version: str
+    capabilities: TargetCapabilities
+    launch: str
+    """``local``, ``docker`` or ``remote``."""
+
+
+class TritonLauncher(ABC):
+    """Starts (or attaches to) a Triton server and always stops what it started."""
+
+    #: False for servers somebody else runs: never unload models tritontune didn't load there.
+    owns_server: bool = True
+
+    @abstractmethod
+    def start(self) -> ServerInfo:
+        """Start (or attach) and wait until the server is ready."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop what :meth:`start` started and remove what it left behind. Safe to call twice."""
+
+    @abstractmethod
+    def check_alive(self) -> None:
+        """Raise :class:`~tritontune.errors.ServerDiedError` if the server is gone."""
+
+    @property
+    @abstractmethod
+    def info(self) -> ServerInfo:
+        """The running server's :class:`ServerInfo` (after :meth:`start`)."""
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The server's last log lines, where the launcher keeps its log."""
+        return ""
+
+    def restart(self) -> ServerInfo:
+        """Stop and start again, e.g. after the server died."""
+        self.stop()
+        return self.start()
+
+    def client(self) -> TritonClient:
+        """A new control-plane client for the running server."""
+        return TritonClient(self.info.grpc_url, self.info.metrics_url)
+
+    def __enter__(self) -> TritonLauncher:
+        _terminate_as_interrupt()
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _terminate_as_interrupt() -> None:
+    """Let SIGTERM unwind like Ctrl-C, so ``with`` blocks stop servers on ``kill`` too."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _raise_interrupt)

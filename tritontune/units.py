@@ -1,0 +1,94 @@
+"""Parsing of the human units on the command line and in space files: durations, rates, lists.
+
+Durations are kept as float seconds inside tritontune; Triton's config wants microseconds, which
+:func:`to_microseconds` gives.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tritontune.errors import InputError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s|m|min|h)?\s*$")
+_SCALE = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | float | int, *, what: str = "duration", unit: str = "s") -> float:
+    """Parse ``50ms``, ``0.05s``, ``500us``, ``2m`` into seconds.
+
+    A bare number is read in ``unit`` (seconds unless said otherwise), so ``--timeout 30`` means 30 s.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value, suffix = float(text), unit
+    else:
+        match = _DURATION.match(str(text))
+        if not match:
+            raise InputError(
+                f"{what}: {text!r} is not a duration; expected a number with a unit, "
+                "e.g. 50ms, 0.05s, 500us, 2m"
+            )
+        value, suffix = float(match.group(1)), match.group(2) or unit
+    if value < 0:
+        raise InputError(f"{what}: {text!r} is negative; expected a duration >= 0")
+    return value * _SCALE[suffix]
+
+
+def to_microseconds(seconds: float) -> int:
+    """Seconds to whole microseconds, as Triton's ``max_queue_delay_microseconds`` wants."""
+    return int(round(seconds * 1e6))
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest readable form: ``500us``, ``2ms``, ``1.5s``."""
+    if seconds == 0:
+        return "0"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f}us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g}ms"
+    return f"{seconds:.3g}s"
+
+
+def parse_rate(text: str | float, *, what: str = "request rate") -> float:
+    """Parse a request rate (``400``, ``400/s``, ``1.5k``) into requests per second (> 0)."""
+    raw = str(text).strip().lower().removesuffix("/s").removesuffix("rps").strip()
+    scale = 1.0
+    if raw.endswith("k"):
+        raw, scale = raw[:-1], 1000.0
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise InputError(
+            f"{what}: {text!r} is not a rate; expected requests per second, e.g. 400 or 1.5k"
+        ) from None
+    if not value > 0 or value == float("inf"):
+        raise InputError(f"{what}: {text!r} must be a positive, finite number of requests/s")
+    return value
+
+
+def parse_int_list(text: str, *, what: str, minimum: int = 1) -> list[int]:
+    """Parse ``1,4,16`` into ``[1, 4, 16]``; every value must be an integer >= ``minimum``."""
+    values: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise InputError(f"{what}: {part!r} is not a whole number (expected e.g. 1,4,16)") from None
+        if value < minimum:
+            raise InputError(f"{what}: {value} is below the minimum of {minimum}")
+        values.append(value)
+    if not values:
+        raise InputError(f"{what}: expected at least one value, e.g. 1,4,16")
+    return values
+
+
+def parse_rate_list(text: str, *, what: str = "--request-rate") -> list[float]:
+    """Parse ``100,400,1k`` into request rates."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise InputError(f"{what}: expected at least one rate, e.g. 100,400")
+    return [parse_rate(p, what=what) for p in parts]
