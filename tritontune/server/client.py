@@ -56,6 +56,23 @@ class ModelStatsSnapshot:
 _STAT_FIELDS = tuple(ModelStatsSnapshot.__dataclass_fields__)
 
 
+def snapshot_from_statistics(response: Any) -> ModelStatsSnapshot:
+    """Sum a ``ModelStatisticsResponse`` (all versions of the model) into one snapshot."""
+    totals = dict.fromkeys(_STAT_FIELDS, 0)
+    for stats in response.model_stats:
+        inf = stats.inference_stats
+        totals["success_count"] += inf.success.count
+        totals["fail_count"] += inf.fail.count
+        totals["inference_count"] += stats.inference_count
+        totals["execution_count"] += stats.execution_count
+        totals["queue_ns"] += inf.queue.ns
+        totals["compute_input_ns"] += inf.compute_input.ns
+        totals["compute_infer_ns"] += inf.compute_infer.ns
+        totals["compute_output_ns"] += inf.compute_output.ns
+        totals["cache_hit_count"] += inf.cache_hit.count
+    return ModelStatsSnapshot(**totals)
+
+
 class TritonClient:
     """Control-plane calls to one Triton server over gRPC (``host:port``)."""
 
@@ -121,19 +138,7 @@ class TritonClient:
     def model_statistics(self, name: str) -> ModelStatsSnapshot:
         """Cumulative counters for ``name`` (all versions summed)."""
         response = self._call(f"statistics of {name!r}", self._client.get_inference_statistics, name)
-        totals = dict.fromkeys(_STAT_FIELDS, 0)
-        for stats in response.model_stats:
-            inf = stats.inference_stats
-            totals["success_count"] += inf.success.count
-            totals["fail_count"] += inf.fail.count
-            totals["inference_count"] += stats.inference_count
-            totals["execution_count"] += stats.execution_count
-            totals["queue_ns"] += inf.queue.ns
-            totals["compute_input_ns"] += inf.compute_input.ns
-            totals["compute_infer_ns"] += inf.compute_infer.ns
-            totals["compute_output_ns"] += inf.compute_output.ns
-            totals["cache_hit_count"] += inf.cache_hit.count
-        return ModelStatsSnapshot(**totals)
+        return snapshot_from_statistics(response)
 
     def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Prometheus metrics: family name -> [(labels, value), ...]."""

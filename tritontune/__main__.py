@@ -1,0 +1,3 @@
+from tritontune.cli import app
+
+app(prog_name="tritontune")

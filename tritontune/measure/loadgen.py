@@ -1,0 +1,208 @@
+"""The load generator: closed-loop concurrency and open-loop arrivals over Triton's gRPC API.
+
+One asyncio event loop drives all requests through tritonclient's generated gRPC stub with
+requests prepared in advance (:mod:`tritontune.measure.inputs`), so the client spends its time
+sending, not encoding.
+
+* **Closed loop** (``concurrency=N``): N workers, each sends its next request when the last one
+  returns. Easy on the server; hides queueing, because it slows down when the server does.
+* **Open loop** (``rate=R``): requests are scheduled at Poisson (or constant) arrivals and sent on
+  schedule whether or not earlier ones returned. Latency is counted from the *scheduled* send time,
+  so a slow server (or a saturated client) shows up in the tail instead of silently lowering the
+  rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
+  visible as such.
+
+Every run is bounded in time and in requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import grpc
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+from tritontune.server.client import GRPC_OPTIONS
+
+LoadMode = Literal["concurrency", "rate"]
+Arrival = Literal["poisson", "constant"]
+
+#: Error kind recorded for an open-loop arrival dropped because too many requests were in flight.
+BACKLOG_ERROR = "CLIENT_BACKLOG"
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load level: ``concurrency`` N (closed loop) or a request ``rate`` in req/s (open loop)."""
+
+    mode: LoadMode
+    value: float
+    arrival: Arrival = "poisson"
+
+    @classmethod
+    def concurrency(cls, n: int) -> LoadSpec:
+        return cls("concurrency", float(n))
+
+    @classmethod
+    def rate(cls, requests_per_s: float, arrival: Arrival = "poisson") -> LoadSpec:
+        return cls("rate", float(requests_per_s), arrival)
+
+    def label(self) -> str:
+        if self.mode == "concurrency":
+            return f"concurrency {int(self.value)}"
+        return f"{self.value:g} req/s ({self.arrival})"
+
+
+@dataclass
+class RequestLog:
+    """What happened to each request, in completion order (the event loop is single-threaded,
+    so completion times only grow and a window is a slice of these lists)."""
+
+    done_at: list[float] = field(default_factory=list)
+    latency: list[float] = field(default_factory=list)
+    error: list[str | None] = field(default_factory=list)
+    send_lag: list[float] = field(default_factory=list)
+
+    def record(self, done_at: float, latency: float, error: str | None) -> None:
+        self.done_at.append(done_at)
+        self.latency.append(latency)
+        self.error.append(error)
+
+    def __len__(self) -> int:
+        return len(self.done_at)
+
+
+class LoadGenerator:
+    """Sends ``requests`` (round robin) to one model at one load level until told to stop."""
+
+    def __init__(
+        self,
+        grpc_url: str,
+        requests: list[service_pb2.ModelInferRequest],
+        *,
+        request_timeout: float = 30.0,
+        max_in_flight: int = 2048,
+        seed: int | None = None,
+    ) -> None:
+        if not requests:
+            raise ValueError("at least one request payload is needed")
+        self.grpc_url = grpc_url
+        self.requests = requests
+        self.request_timeout = request_timeout
+        self.max_in_flight = max_in_flight
+        self._rng = random.Random(seed)
+
+    async def run(
+        self,
+        load: LoadSpec,
+        controller: Callable[[RequestLog, service_pb2_grpc.GRPCInferenceServiceStub], Awaitable],
+        *,
+        max_requests: int,
+    ) -> RequestLog:
+        """Drive ``load`` while ``controller(log, stub)`` runs; stop when it returns.
+
+        The controller watches the log (windows, stability) and may use the stub for
+        statistics calls. Load also stops after ``max_requests`` sends.
+        """
+        log = RequestLog()
+        stop = asyncio.Event()
+        async with grpc.aio.insecure_channel(self.grpc_url, options=GRPC_OPTIONS) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            if load.mode == "concurrency":
+                drivers = [
+                    asyncio.create_task(self._closed_worker(stub, log, stop, i, max_requests))
+                    for i in range(max(1, int(load.value)))
+                ]
+            else:
+                drivers = [
+                    asyncio.create_task(self._open_scheduler(stub, log, stop, load, max_requests))
+                ]
+            try:
+                await controller(log, stub)
+            finally:
+                stop.set()
+                done, pending = await asyncio.wait(drivers, timeout=self.request_timeout + 1)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*drivers, return_exceptions=True)
+        return log
+
+    async def _send(self, stub, index: int) -> str | None:
+        try:
+            await stub.ModelInfer(
+                self.requests[index % len(self.requests)], timeout=self.request_timeout
+            )
+            return None
+        except grpc.aio.AioRpcError as err:
+            return err.code().name
+
+    async def _closed_worker(self, stub, log: RequestLog, stop: asyncio.Event, worker: int, cap: int):
+        index = worker
+        while not stop.is_set() and len(log) < cap:
+            start = time.perf_counter()
+            error = await self._send(stub, index)
+            end = time.perf_counter()
+            log.record(end, end - start, error)
+            index += 1
+
+    async def _open_scheduler(
+        self, stub, log: RequestLog, stop: asyncio.Event, load: LoadSpec, cap: int
+    ) -> None:
+        """Arrivals come from a ticker thread: ``time.sleep`` wakes within tens of microseconds,
+        while asyncio's timers round up to whole milliseconds, which would add client-side lag
+        to every latency counted from the schedule."""
+        loop = asyncio.get_running_loop()
+        in_flight: set[asyncio.Task] = set()
+        ticker_stop = threading.Event()
+        sent = 0
+
+        async def one(index: int, due: float) -> None:
+            log.send_lag.append(time.perf_counter() - due)
+            error = await self._send(stub, index)
+            end = time.perf_counter()
+            log.record(end, end - due, error)
+
+        def launch(due: float) -> None:
+            nonlocal sent
+            if stop.is_set() or sent >= cap:
+                ticker_stop.set()
+                return
+            if len(in_flight) >= self.max_in_flight:
+                now = time.perf_counter()
+                log.record(now, now - due, BACKLOG_ERROR)
+                return
+            task = loop.create_task(one(sent, due))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+            sent += 1
+
+        def tick() -> None:
+            due = time.perf_counter()
+            while not ticker_stop.is_set():
+                due += self._rng.expovariate(load.value) if load.arrival == "poisson" else 1 / load.value
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                try:
+                    loop.call_soon_threadsafe(launch, due)
+                except RuntimeError:  # the loop closed under us
+                    return
+
+        ticker = threading.Thread(target=tick, name="tritontune-arrivals", daemon=True)
+        ticker.start()
+        try:
+            while not stop.is_set() and not ticker_stop.is_set():
+                await asyncio.sleep(0.01)
+            if in_flight:
+                await asyncio.wait(list(in_flight), timeout=self.request_timeout + 1)
+        finally:
+            ticker_stop.set()
+            await asyncio.to_thread(ticker.join, 1.0)
+            for task in in_flight:
+                task.cancel()

@@ -1,0 +1,247 @@
+"""Measuring one load level: warm up, then windows until stable, with a time cap.
+
+The load runs without a break from warm-up to the last window; windows are slices of it, so no
+request is lost at a window edge. After each window the rule in :func:`stats.is_stable` is checked;
+the result merges the last stable windows (more samples, so a truer p99) and carries their spread.
+Triton's own statistics are read at every window edge, so the server-side split (queue vs compute,
+executed batch size) covers exactly the same span as the client's numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2
+
+from tritontune.measure.loadgen import LoadGenerator, LoadSpec, RequestLog
+from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
+from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How long and how carefully to measure one load level."""
+
+    warmup_s: float = 1.0
+    window_s: float = 1.0
+    min_window_requests: int = 100
+    """A window also waits for this many replies (up to 4x ``window_s``), so its p99 means something."""
+    stable_windows: int = 3
+    tolerance: float = 0.10
+    max_windows: int = 8
+    max_requests: int = 2_000_000
+    request_timeout_s: float = 30.0
+    max_in_flight: int = 2048
+
+    def time_cap(self) -> float:
+        """The longest a level can take: warm-up plus every window at its longest."""
+        return self.warmup_s + self.max_windows * self.window_s * 4
+
+
+@dataclass(frozen=True)
+class ServerSplit:
+    """Where the server spent a request's time, from Triton's statistics for the same span."""
+
+    requests: int
+    executions: int
+    avg_batch_size: float
+    avg_queue_s: float
+    avg_compute_s: float
+    cache_hits: int
+
+    @classmethod
+    def from_delta(cls, delta: ModelStatsSnapshot) -> ServerSplit:
+        requests = max(delta.success_count, 0)
+        compute = delta.compute_input_ns + delta.compute_infer_ns + delta.compute_output_ns
+        return cls(
+            requests=requests,
+            executions=delta.execution_count,
+            avg_batch_size=delta.inference_count / delta.execution_count
+            if delta.execution_count
+            else 0.0,
+            avg_queue_s=delta.queue_ns / requests / 1e9 if requests else 0.0,
+            avg_compute_s=compute / requests / 1e9 if requests else 0.0,
+            cache_hits=delta.cache_hit_count,
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The result of one load level."""
+
+    load: LoadSpec
+    batch_size: int
+    throughput: float
+    """Successful inferences per second (requests x client batch size)."""
+    request_rate: float
+    """Successful requests per second."""
+    latency: LatencyStats
+    errors: dict[str, int]
+    stable: bool
+    windows: tuple[WindowSummary, ...]
+    throughput_deviation: float
+    p99_deviation: float
+    duration_s: float
+    server: ServerSplit | None
+    send_lag_p99_s: float | None = None
+    """Open loop only: how late the client sent (p99); large values mean the client saturated."""
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "load": {"mode": self.load.mode, "value": self.load.value, "arrival": self.load.arrival},
+            "batch_size": self.batch_size,
+            "throughput_infer_per_s": round(self.throughput, 3),
+            "request_rate_per_s": round(self.request_rate, 3),
+            "latency_ms": self.latency.to_dict(),
+            "errors": dict(self.errors),
+            "stable": self.stable,
+            "windows": [
+                {
+                    "duration_s": round(w.duration, 4),
+                    "completed": w.completed,
+                    "throughput": round(w.throughput, 3),
+                    "mean_ms": round(w.mean_latency * 1e3, 4),
+                    "p99_ms": round(w.p99 * 1e3, 4),
+                }
+                for w in self.windows
+            ],
+            "throughput_deviation": round(self.throughput_deviation, 4),
+            "p99_deviation": round(self.p99_deviation, 4),
+            "duration_s": round(self.duration_s, 3),
+            "server": asdict(self.server) if self.server else None,
+            "send_lag_p99_ms": None
+            if self.send_lag_p99_s is None
+            else round(self.send_lag_p99_s * 1e3, 4),
+        }
+
+
+@dataclass
+class _Edge:
+    at: float
+    index: int
+    stats: ModelStatsSnapshot | None
+
+
+def measure_load(
+    grpc_url: str,
+    model: str,
+    requests: list[service_pb2.ModelInferRequest],
+    load: LoadSpec,
+    *,
+    batch_size: int = 1,
+    settings: MeasureSettings | None = None,
+    seed: int | None = None,
+) -> Measurement:
+    """Measure ``model`` at one load level (blocking; runs its own event loop)."""
+    settings = settings or MeasureSettings()
+    return asyncio.run(_measure(grpc_url, model, requests, load, batch_size, settings, seed))
+
+
+async def _measure(grpc_url, model, requests, load, batch_size, settings, seed) -> Measurement:
+    generator = LoadGenerator(
+        grpc_url,
+        requests,
+        request_timeout=settings.request_timeout_s,
+        max_in_flight=settings.max_in_flight,
+        seed=seed,
+    )
+    edges: list[_Edge] = []
+    windows: list[WindowSummary] = []
+    started = time.perf_counter()
+
+    async def snapshot(stub) -> ModelStatsSnapshot | None:
+        try:
+            reply = await stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=model), timeout=5)
+        except grpc.aio.AioRpcError:
+            return None
+        return snapshot_from_statistics(reply)
+
+    async def controller(log: RequestLog, stub) -> None:
+        deadline = started + settings.time_cap()
+        await asyncio.sleep(settings.warmup_s)
+        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(stub)))
+        while True:
+            first = edges[-1]
+            while True:
+                await asyncio.sleep(0.02)
+                now = time.perf_counter()
+                elapsed = now - first.at
+                replies = len(log) - first.index
+                enough = replies >= settings.min_window_requests or elapsed >= 4 * settings.window_s
+                if (elapsed >= settings.window_s and enough) or now >= deadline:
+                    break
+                if len(log) >= settings.max_requests:
+                    break
+            edge = _Edge(time.perf_counter(), len(log), None)
+            edge.stats = await snapshot(stub)
+            edges.append(edge)
+            windows.append(_window(log, first, edge, batch_size))
+            if (
+                is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
+                or len(windows) >= settings.max_windows
+                or time.perf_counter() >= deadline
+                or len(log) >= settings.max_requests
+            ):
+                return
+
+    log = await generator.run(load, controller, max_requests=settings.max_requests)
+    stable = is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
+    chosen = settings.stable_windows if stable else len(windows)
+    first, last = edges[-chosen - 1], edges[-1]
+    return _summarize(log, first, last, windows[-chosen:], load, batch_size, stable, started)
+
+
+def _span(log: RequestLog, first: _Edge, last: _Edge) -> tuple[list[float], list[str | None]]:
+    """Latencies of the successful requests between two edges, and every request's error."""
+    errors = log.error[first.index : last.index]
+    latencies = log.latency[first.index : last.index]
+    return [lat for lat, err in zip(latencies, errors, strict=True) if err is None], errors
+
+
+def _window(log: RequestLog, first: _Edge, last: _Edge, batch_size: int) -> WindowSummary:
+    duration = max(last.at - first.at, 1e-9)
+    ok, _ = _span(log, first, last)
+    stats = LatencyStats.from_samples(ok)
+    return WindowSummary(
+        duration=duration,
+        completed=len(ok),
+        throughput=len(ok) * batch_size / duration,
+        mean_latency=stats.mean,
+        p99=stats.p99,
+    )
+
+
+def _summarize(log, first, last, windows, load, batch_size, stable, started) -> Measurement:
+    duration = max(last.at - first.at, 1e-9)
+    ok, span_errors = _span(log, first, last)
+    errors = Counter(err for err in span_errors if err is not None)
+    server = None
+    if first.stats is not None and last.stats is not None:
+        server = ServerSplit.from_delta(last.stats - first.stats)
+    lag = None
+    if load.mode == "rate" and log.send_lag:
+        lag = float(np.percentile(log.send_lag, 99, method="higher"))
+    return Measurement(
+        load=load,
+        batch_size=batch_size,
+        throughput=len(ok) * batch_size / duration,
+        request_rate=len(ok) / duration,
+        latency=LatencyStats.from_samples(ok),
+        errors=dict(errors),
+        stable=stable,
+        windows=tuple(windows),
+        throughput_deviation=relative_deviation([w.throughput for w in windows]),
+        p99_deviation=relative_deviation([w.p99 for w in windows]),
+        duration_s=time.perf_counter() - started,
+        server=server,
+        send_lag_p99_s=lag,
+    )

@@ -1,0 +1,87 @@
+"""``tritontune profile``: one config variant, measured at a list of load levels.
+
+The library half of the command: the CLI parses options into a :class:`Variant` and
+:class:`LoadSpec` list, calls :func:`run_profile` inside a :class:`TuningSession`, and prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tritontune import __version__
+from tritontune.config.model_config import config_to_text
+from tritontune.config.variant import Variant, describe_config
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import Measurement
+from tritontune.session import TuningSession
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """Everything one profile run found, JSON-ready through :meth:`to_dict`."""
+
+    model: str
+    launch: str
+    server_version: str
+    served_via_python: bool
+    variant: Variant
+    knobs: dict
+    config_text: str
+    switch_s: float | None
+    measurements: list[Measurement] = field(default_factory=list)
+    restarts: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "tritontune_version": __version__,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "model": self.model,
+            "launch": self.launch,
+            "server_version": self.server_version,
+            "served_via_python_backend": self.served_via_python,
+            "variant": self.variant.to_dict(),
+            "config": self.knobs,
+            "config_pbtxt": self.config_text,
+            "config_switch_s": self.switch_s,
+            "server_restarts": self.restarts,
+            "levels": [m.to_dict() for m in self.measurements],
+        }
+
+
+def run_profile(
+    session: TuningSession,
+    variant: Variant,
+    loads: list[LoadSpec],
+    *,
+    on_level_start: Callable[[LoadSpec], None] | None = None,
+    on_level_done: Callable[[Measurement], None] | None = None,
+    restart_retries: int = 1,
+) -> ProfileResult:
+    """Load ``variant`` on the session's server and measure it at each of ``loads``."""
+    config = session.load_variant(variant)
+    switch_s = session.last_switch_s
+    measurements = []
+    restarts = 0
+    for load in loads:
+        if on_level_start:
+            on_level_start(load)
+        measurement, restarted = session.measure_with_restart(load, retries=restart_retries)
+        restarts += restarted
+        measurements.append(measurement)
+        if on_level_done:
+            on_level_done(measurement)
+    assert session.served is not None
+    return ProfileResult(
+        model=session.name,
+        launch=session.info.launch,
+        server_version=session.info.version,
+        served_via_python=session.served.via_python,
+        variant=variant,
+        knobs=describe_config(config),
+        config_text=config_to_text(config),
+        switch_s=switch_s,
+        measurements=measurements,
+        restarts=restarts,
+    )

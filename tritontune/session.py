@@ -1,0 +1,252 @@
+"""A tuning session: one model on one Triton server, variants in, measurements out.
+
+``profile``, ``search`` and ``check`` all work through this. It owns the server's lifetime (through
+its launcher), the private working repository the server reads, and the prepared request payloads.
+Configs are switched by reloading the model with a config override; the server is restarted only
+when it died (:meth:`restart`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from tritontune.config.model_config import ModelConfig
+from tritontune.config.repository import ModelSource, ServedModel, WorkingRepository, load_model_source
+from tritontune.config.validate import validate_config
+from tritontune.config.variant import Variant, apply_variant
+from tritontune.errors import InputError, ServerDiedError, ServerError
+from tritontune.measure.inputs import (
+    build_requests,
+    input_specs,
+    read_input_data,
+    synthesize_payloads,
+)
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import Measurement, MeasureSettings, measure_load
+from tritontune.server.client import TritonClient
+from tritontune.server.launcher import ServerInfo, TritonLauncher
+from tritontune.server.local import LocalTritonLauncher
+from tritontune.server.remote import RemoteTriton
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What each request carries."""
+
+    batch_size: int = 1
+    input_data: Path | None = None
+    dynamic_dim: int = 16
+    seed: int = 0
+
+
+class TuningSession:
+    """Use as a context manager; leaving it stops the server and removes the working files."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        *,
+        launch: str = "local",
+        url: str | None = None,
+        tritonserver: Path | str | None = None,
+        workload: Workload | None = None,
+        settings: MeasureSettings | None = None,
+        work_dir: Path | None = None,
+    ) -> None:
+        self.source = source
+        self.workload = workload or Workload()
+        self.settings = settings or MeasureSettings()
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tritontune-"))
+        self.repository = WorkingRepository(self.work_dir / "repository")
+        self.log_path = self.work_dir / "tritonserver.log"
+        if launch == "local":
+            self.launcher: TritonLauncher = LocalTritonLauncher(
+                self.repository.root, binary=tritonserver, log_path=self.log_path
+            )
+        elif launch == "remote":
+            self.launcher = RemoteTriton(url or "")
+        else:
+            raise InputError(f"--launch: {launch!r} is not one of local, remote")
+        self.served: ServedModel | None = None
+        self.client: TritonClient | None = None
+        self.tuned_config: ModelConfig | None = None
+        self.last_switch_s: float | None = None
+        self.restarts = 0
+        self._requests: list = []
+        self._was_loaded_remotely = False
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def info(self) -> ServerInfo:
+        return self.launcher.info
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> TuningSession:
+        try:
+            self._start()
+        except BaseException:
+            self.close(keep_files=False)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        failed = exc is not None and not isinstance(exc, KeyboardInterrupt)
+        self.close(keep_files=failed)
+
+    def _start(self) -> None:
+        self.launcher.__enter__()
+        info = self.launcher.info
+        if self.launcher.owns_server:
+            self.served = self.repository.add(self.source, info.capabilities.backends)
+        else:
+            self.served = ServedModel(self.source, via_python=False)
+        self.client = self.launcher.client()
+        if not self.launcher.owns_server:
+            self._was_loaded_remotely = self.client.is_model_ready(self.name)
+
+    def close(self, keep_files: bool = False) -> None:
+        """Stop the server, leave a remote one as found, and remove the working files."""
+        try:
+            if self.client is not None and not self.launcher.owns_server:
+                self._restore_remote()
+        finally:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+            self.launcher.stop()
+            if self._own_work_dir and not keep_files:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _restore_remote(self) -> None:
+        assert self.client is not None
+        try:
+            if self._was_loaded_remotely:
+                self.client.load_model(self.name)  # back to the server's own config.pbtxt
+            elif self.tuned_config is not None:
+                self.client.unload_model(self.name)
+        except ServerError:
+            pass  # the server is somebody else's; failing to tidy it must not hide the result
+
+    def restart(self) -> None:
+        """Restart a dead server and reload the current config."""
+        self.restarts += 1
+        if self.client is not None:
+            self.client.close()
+        self.launcher.restart()
+        self.client = self.launcher.client()
+        if self.tuned_config is not None:
+            self._load(self.tuned_config)
+
+    # -- variants ----------------------------------------------------------------------------
+    def build_config(self, variant: Variant) -> ModelConfig:
+        """The tuned config for ``variant`` (the user's backend), validated for this server."""
+        config = apply_variant(self.source.base_config, variant)
+        validate_config(config, self.info.capabilities)
+        self._check_batch_size(config)
+        return config
+
+    def load_variant(self, variant: Variant) -> ModelConfig:
+        """Validate ``variant`` and switch the running model to it; returns the tuned config."""
+        config = self.build_config(variant)
+        self._load(config)
+        return config
+
+    def _load(self, config: ModelConfig) -> None:
+        assert self.client is not None and self.served is not None
+        started = time.perf_counter()
+        try:
+            self.client.load_model(self.name, self.served.served_config(config))
+        except ServerError:
+            self.launcher.check_alive()  # a crash while loading is a ServerDiedError
+            raise
+        self.last_switch_s = time.perf_counter() - started
+        self.tuned_config = config
+        self._prepare_requests(config)
+
+    def _check_batch_size(self, config: ModelConfig) -> None:
+        batch = self.workload.batch_size
+        if config.max_batch_size == 0 and batch > 1:
+            raise InputError(
+                f"--batch-size {batch}: model {self.name!r} has max_batch_size 0 and takes no batch"
+            )
+        if config.max_batch_size and batch > config.max_batch_size:
+            raise InputError(
+                f"--batch-size {batch} exceeds max_batch_size {config.max_batch_size} "
+                f"of model {self.name!r}"
+            )
+
+    def _prepare_requests(self, config: ModelConfig) -> None:
+        assert self.client is not None
+        batching = config.max_batch_size > 0
+        specs = input_specs(self.client.model_metadata(self.name), batching)
+        work = self.workload
+        if work.input_data is not None:
+            payloads = read_input_data(
+                work.input_data, specs, batch_size=work.batch_size, batching=batching
+            )
+        else:
+            payloads = synthesize_payloads(
+                specs,
+                batch_size=work.batch_size,
+                batching=batching,
+                dynamic_dim=work.dynamic_dim,
+                seed=work.seed,
+            )
+        self._requests = build_requests(self.name, payloads, specs)
+
+    # -- measuring ---------------------------------------------------------------------------
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
+        """Measure the loaded config at ``load``; a server that died raises ServerDiedError."""
+        if not self._requests:
+            raise ServerError("no config is loaded; call load_variant() first")
+        measurement = measure_load(
+            self.info.grpc_url,
+            self.name,
+            self._requests,
+            load,
+            batch_size=self.workload.batch_size,
+            settings=settings or self.settings,
+            seed=self.workload.seed,
+        )
+        self.launcher.check_alive()
+        if measurement.latency.count == 0 and measurement.error_count:
+            kinds = ", ".join(f"{k} x{v}" for k, v in measurement.errors.items())
+            raise ServerError(f"every request to {self.name!r} failed ({kinds})")
+        return measurement
+
+    def measure_with_restart(self, load: LoadSpec, retries: int = 1) -> tuple[Measurement, int]:
+        """:meth:`measure`, restarting a server that died up to ``retries`` times.
+
+        Returns the measurement and how many restarts it took.
+        """
+        for attempt in range(retries + 1):
+            try:
+                return self.measure(load), attempt
+            except ServerDiedError:
+                if attempt == retries or not self.launcher.owns_server:
+                    raise
+                self.restart()
+        raise AssertionError("unreachable")
+
+
+def open_session(
+    model_repository: Path,
+    model: str,
+    **options,
+) -> TuningSession:
+    """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet)."""
+    return TuningSession(load_model_source(Path(model_repository), model), **options)
