@@ -213,6 +213,7 @@ class TuningSession:
         """Measure the loaded config at ``load``; a server that died raises ServerDiedError."""
         if not self._requests:
             raise ServerError("no config is loaded; call load_variant() first")
+        self.launcher.check_alive()
         measurement = measure_load(
             self.info.grpc_url,
             self.name,

@@ -150,6 +150,8 @@ class LoadGenerator:
             end = time.perf_counter()
             log.record(end, end - start, error)
             index += 1
+            if error == "UNAVAILABLE":
+                await asyncio.sleep(0.01)  # no server: don't spin on instant refusals
 
     async def _open_scheduler(
         self, stub, log: RequestLog, stop: asyncio.Event, load: LoadSpec, cap: int

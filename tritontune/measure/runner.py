@@ -185,6 +185,8 @@ async def _measure(grpc_url, model, requests, load, batch_size, settings, seed) 
             edge.stats = await snapshot(stub)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
+            if windows[-1].completed == 0 and len(log) > first.index:
+                return  # every request of a whole window failed: the server is gone or broken
             if (
                 is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
                 or len(windows) >= settings.max_windows

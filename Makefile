@@ -1,0 +1,58 @@
+# tritontune: everything installs into .venv; nothing outside it but Debian's libpython (needed by
+# the bundled Triton Python backend stub) and, for the benchmark, perf_analyzer's libb64.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps demo profile-demo test unit integration lint format bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@$(MAKE) --no-print-directory system-deps
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+# The Python backend stub embeds libpython3.X; Debian ships it as libpython3.X.
+system-deps:
+	@pyver=$$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'); \
+	if ! ldconfig -p | grep -q "libpython$$pyver.so.1.0"; then \
+	  echo "installing libpython$$pyver (Debian) for the Triton Python backend stub"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "libpython$$pyver"; \
+	  else echo "run as root: apt-get install libpython$$pyver" >&2; exit 1; fi; \
+	fi
+
+examples/model_repository/mlp/1/model.onnx: examples/make_example_model.py | setup
+	$(PY) examples/make_example_model.py
+
+# The main job on the bundled example, against a tritonserver launched locally.
+demo: setup examples/model_repository/mlp/1/model.onnx
+	$(VENV)/bin/tritontune profile --model-repository examples/model_repository --model mlp \
+	  --max-queue-delay 2ms --concurrency 1,4,16
+
+test: setup examples/model_repository/mlp/1/model.onnx
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup
+	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+
+integration: setup
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check tritontune tests bench examples
+	$(VENV)/bin/ruff format --check tritontune tests bench examples
+
+format: setup
+	$(VENV)/bin/ruff check --fix tritontune tests bench examples
+	$(VENV)/bin/ruff format tritontune tests bench examples
+
+# Load generator vs perf_analyzer (needs libb64-0d from Debian; installed here when root).
+bench: setup
+	@ldconfig -p | grep -q libb64.so.0d || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libb64-0d; }
+	$(PY) bench/loadgen.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

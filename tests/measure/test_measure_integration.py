@@ -1,0 +1,69 @@
+"""Load generation and measurement against the real server and the example model."""
+
+from pathlib import Path
+
+import pytest
+
+from tritontune.config.repository import load_model_source
+from tritontune.config.variant import Variant
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import MeasureSettings
+from tritontune.session import TuningSession
+
+pytestmark = pytest.mark.integration
+
+FAST = MeasureSettings(warmup_s=0.5, window_s=0.5, max_windows=6)
+
+
+@pytest.fixture(scope="module")
+def session(example_repository: Path):
+    with TuningSession(load_model_source(example_repository, "mlp"), settings=FAST) as s:
+        yield s
+
+
+def test_dynamic_batching_batches_under_concurrency(session: TuningSession):
+    session.load_variant(Variant(max_queue_delay_us=2000, instance_count=1))
+    m = session.measure(LoadSpec.concurrency(8))
+    assert m.error_count == 0
+    assert m.server is not None
+    assert m.server.avg_batch_size > 1.5
+    assert m.latency.p99 >= m.latency.p50 > 0
+    assert m.throughput > 0
+    assert m.server.requests > 0
+    # Triton's count for the same span agrees with the client's to within a window edge.
+    client_requests = m.request_rate * sum(w.duration for w in m.windows)
+    assert m.server.requests == pytest.approx(client_requests, rel=0.2)
+
+
+def test_without_batching_every_execution_is_one_request(session: TuningSession):
+    session.load_variant(Variant(dynamic_batching=False))
+    m = session.measure(LoadSpec.concurrency(4))
+    assert m.error_count == 0
+    assert m.server is not None and m.server.avg_batch_size == pytest.approx(1.0)
+
+
+def test_open_loop_holds_the_rate(session: TuningSession):
+    session.load_variant(Variant(dynamic_batching=False))
+    m = session.measure(LoadSpec.rate(200))
+    assert m.error_count == 0
+    assert m.request_rate == pytest.approx(200, rel=0.2)
+    assert m.send_lag_p99_s is not None and m.send_lag_p99_s < 0.05
+    assert m.latency.p99 >= m.latency.p50
+
+
+def test_client_batch_size_counts_inferences(example_repository: Path):
+    from tritontune.session import Workload
+
+    source = load_model_source(example_repository, "mlp")
+    with TuningSession(source, settings=FAST, workload=Workload(batch_size=8)) as s:
+        s.load_variant(Variant(dynamic_batching=False))
+        m = s.measure(LoadSpec.concurrency(2))
+        assert m.throughput == pytest.approx(8 * m.request_rate)
+        assert m.server is not None and m.server.avg_batch_size == pytest.approx(8.0)
+
+
+def test_measurement_is_bounded_in_time(session: TuningSession):
+    session.load_variant(Variant(dynamic_batching=False))
+    m = session.measure(LoadSpec.concurrency(1), FAST)
+    assert m.duration_s <= FAST.time_cap() + 2
+    assert len(m.windows) >= 3 or not m.stable

@@ -1,0 +1,50 @@
+import math
+
+import numpy as np
+import pytest
+
+from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
+
+
+def test_percentiles_are_observed_values():
+    samples = np.arange(1, 101) / 1000.0  # 1..100 ms
+    stats = LatencyStats.from_samples(samples)
+    assert stats.count == 100
+    assert stats.p50 == pytest.approx(0.051)  # nearest rank at or above, like perf_analyzer
+    assert stats.p99 == pytest.approx(0.100)
+    assert stats.max == pytest.approx(0.100)
+    assert stats.mean == pytest.approx(0.0505)
+    assert stats.p50 <= stats.p90 <= stats.p95 <= stats.p99 <= stats.p999 <= stats.max
+    assert set(stats.to_dict()) >= {"p50", "p99", "p999", "max", "count"}
+
+
+def test_empty_sample_is_nan_not_zero():
+    stats = LatencyStats.from_samples([])
+    assert stats.count == 0
+    assert math.isnan(stats.p99)
+
+
+def test_relative_deviation():
+    assert relative_deviation([100, 100, 100]) == 0
+    assert relative_deviation([90, 100, 110]) == pytest.approx(0.1)
+    assert relative_deviation([5]) == 0
+    assert relative_deviation([0, 0]) == float("inf")
+
+
+def window(throughput: float, mean: float = 0.01, p99: float = 0.02) -> WindowSummary:
+    return WindowSummary(duration=1, completed=100, throughput=throughput, mean_latency=mean, p99=p99)
+
+
+def test_stable_when_last_windows_agree():
+    windows = [window(50), window(1000), window(1010), window(995)]
+    assert is_stable(windows, count=3, tolerance=0.1)
+    assert not is_stable(windows[:3], count=3, tolerance=0.1)  # warming-up window in the last 3
+
+
+def test_tail_swing_is_not_stable():
+    windows = [window(1000, p99=0.02), window(1000, p99=0.02), window(1000, p99=0.04)]
+    assert not is_stable(windows, count=3, tolerance=0.1)
+
+
+def test_too_few_windows():
+    assert not is_stable([window(1), window(1)], count=3, tolerance=0.1)

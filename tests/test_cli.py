@@ -1,0 +1,111 @@
+"""The CLI: bad input gets one clear line and a non-zero exit; a real profile run end to end."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import tritonserver_processes
+from tritontune.cli import app
+
+runner = CliRunner()
+
+
+def run_cli(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-queue-delay", "soon"], "--max-queue-delay: 'soon' is not a duration"),
+        (["--concurrency", "1,x"], "--concurrency: 'x' is not a whole number"),
+        (["--request-rate", "-5"], "must be a positive"),
+        (["--concurrency", "2", "--request-rate", "5"], "not both"),
+        (["--param", "novalue"], "expected KEY=VALUE"),
+        (["--launch", "moon"], "--launch: 'moon' is not one of"),
+    ],
+)
+def test_bad_options(example_repository: Path, args, message):
+    result = run_cli("profile", "-r", str(example_repository), "-m", "mlp", *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_repository_and_model(example_repository: Path, tmp_path: Path):
+    result = run_cli("profile", "-r", str(tmp_path / "none"), "-m", "mlp")
+    assert result.exit_code == 2 and "model repository not found" in result.output
+    result = run_cli("profile", "-r", str(example_repository), "-m", "resnet")
+    assert result.exit_code == 2 and "model 'resnet' not found" in result.output
+
+
+def test_malformed_config_names_file_and_line(repo_copy: Path):
+    (repo_copy / "mlp" / "config.pbtxt").write_text('name: "mlp"\nmax_batch: 4\n')
+    result = run_cli("profile", "-r", str(repo_copy), "-m", "mlp")
+    assert result.exit_code == 2
+    assert f"{repo_copy / 'mlp' / 'config.pbtxt'}:2:" in result.output
+
+
+def test_remote_without_a_server():
+    result = run_cli("profile", "-r", "examples/model_repository", "-m", "mlp", "--launch", "remote")
+    assert result.exit_code == 2 and "--url is required" in result.output
+
+
+@pytest.mark.integration
+def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
+    out = tmp_path / "result.json"
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp",
+        "--max-queue-delay", "2ms", "--preferred-batch-size", "4,8", "--instances", "1",
+        "--concurrency", "1,8", "--warmup", "0.3s", "--window", "0.4s", "--json", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "concurrency 8" in result.output
+    assert "through the Python backend" in result.output
+    data = json.loads(out.read_text())
+    assert data["config"]["max_queue_delay_us"] == 2000
+    assert data["config"]["preferred_batch_sizes"] == [4, 8]
+    assert 'backend: "onnxruntime"' in data["config_pbtxt"]  # the user's backend is kept
+    levels = data["levels"]
+    assert [lv["load"]["value"] for lv in levels] == [1, 8]
+    for level in levels:
+        assert level["errors"] == {}
+        assert level["latency_ms"]["p99"] >= level["latency_ms"]["p50"] > 0
+    assert levels[1]["server"]["avg_batch_size"] > 1
+
+
+@pytest.mark.integration
+def test_impossible_variant_is_refused_before_loading(example_repository: Path):
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--kind", "gpu",
+        "--concurrency", "1",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "instance_group[0].kind: KIND_GPU but the server has no GPU" in result.output
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_server(example_repository: Path, signum: int):
+    before = set(tritonserver_processes())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tritontune", "profile", "-r", str(example_repository),
+         "-m", "mlp", "--concurrency", "1", "--warmup", "30s"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (set(tritonserver_processes()) - before):
+        time.sleep(0.2)
+    assert set(tritonserver_processes()) - before, "tritonserver never started"
+    time.sleep(2.0)  # model loaded, load running
+    proc.send_signal(signum)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output
+    assert set(tritonserver_processes()) - before == set()
