@@ -46,7 +46,7 @@ output { name: "OUT" data_type: TYPE_FP32 dims: [16] }
 dynamic_batching { max_queue_delay_microseconds: 100 }
 instance_group { count: 1 kind: KIND_CPU }
 """
-IDENTITY_MODEL = '''
+IDENTITY_MODEL = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -58,7 +58,7 @@ class TritonPythonModel:
             )
             for r in requests
         ]
-'''
+"""
 EXAMPLE_VARIANT = Variant(max_queue_delay_us=2000, instance_count=1)
 SETTINGS = MeasureSettings(warmup_s=1.0, window_s=2.0, max_windows=10)
 
@@ -125,11 +125,16 @@ def main() -> None:
             served = repo.add(source, launcher.info.capabilities.backends)
             client = launcher.client()
             client.load_model("identity")
-            client.load_model("mlp", served.served_config(apply_variant(source.base_config, EXAMPLE_VARIANT)))
+            client.load_model(
+                "mlp", served.served_config(apply_variant(source.base_config, EXAMPLE_VARIANT))
+            )
             url = launcher.info.grpc_url
             meta = {m: client.model_metadata(m) for m in ("identity", "mlp")}
 
-            print(f"tritonserver {launcher.info.version}, {os.cpu_count()} cores; windows {SETTINGS.window_s}s")
+            print(
+                f"tritonserver {launcher.info.version}, {os.cpu_count()} cores, "
+                f"windows of {SETTINGS.window_s}s"
+            )
             print("\n(a) highest sustained request rate, trivial model (closed loop)")
             print(f"{'concurrency':>12} {'tritontune req/s':>17} {'perf_analyzer req/s':>20}")
             for level in rate_levels:
@@ -144,8 +149,12 @@ def main() -> None:
             print(f"best: tritontune {best_ours:,.0f} vs perf_analyzer {best_pa:,.0f} req/s "
                   f"= {ratio:.2f}x (target >= 0.7x) {'OK' if ratio >= 0.7 else 'MISSED'}")  # fmt: skip
 
-            print(f"\n(b) p99 on the example model {EXAMPLE_VARIANT.to_dict()}, median of {args.repeats}")
-            print(f"{'concurrency':>12} {'tritontune p99 ms':>18} {'perf_analyzer p99 ms':>21} {'diff':>7}")
+            print(
+                f"\n(b) p99 on the example model {EXAMPLE_VARIANT.to_dict()}, median of {args.repeats}"
+            )
+            print(
+                f"{'concurrency':>12} {'tritontune p99 ms':>18} {'perf_analyzer p99 ms':>21} {'diff':>7}"
+            )
             worst = 0.0
             for level in p99_levels:
                 runs_a, runs_b = [], []
@@ -155,10 +164,16 @@ def main() -> None:
                 a, b = statistics.median(runs_a), statistics.median(runs_b)
                 diff = (a - b) / b
                 worst = max(worst, abs(diff))
-                results["p99"][level] = {"tritontune_ms": a * 1e3, "perf_analyzer_ms": b * 1e3, "diff": diff}
+                results["p99"][level] = {
+                    "tritontune_ms": a * 1e3,
+                    "perf_analyzer_ms": b * 1e3,
+                    "diff": diff,
+                }
                 print(f"{level:>12} {a * 1e3:>18.2f} {b * 1e3:>21.2f} {diff:>+7.1%}")
             results["p99_worst_diff"] = worst
-            print(f"worst p99 difference {worst:.1%} (target <= 15%) {'OK' if worst <= 0.15 else 'MISSED'}")
+            print(
+                f"worst p99 difference {worst:.1%} (target <= 15%) {'OK' if worst <= 0.15 else 'MISSED'}"
+            )
             client.close()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
