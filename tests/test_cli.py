@@ -109,3 +109,26 @@ def test_ctrl_c_stops_the_server(example_repository: Path, signum: int):
     assert proc.returncode == 130, output
     assert "interrupted" in output and "Traceback" not in output
     assert set(tritonserver_processes()) - before == set()
+
+
+@pytest.mark.integration
+def test_variant_that_breaks_the_onnx_io_is_refused(example_repository: Path):
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--max-batch-size", "0",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "but model.onnx has [-1, 256]" in result.output
+
+
+@pytest.mark.integration
+def test_load_failure_shows_tritons_error_line(example_repository: Path):
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp",
+        "--param", "intra_op_thread_count=many", "--concurrency", "1",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1
+    assert "model 'mlp' failed to load" in error[0]
+    assert "invalid literal for int()" in error[0]
+    assert "At:" not in result.output

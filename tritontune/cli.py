@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tritontune import __version__
 from tritontune.config.variant import Variant
@@ -40,19 +41,23 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
+def _print_error(err: Exception) -> None:
+    err_console.print(Text("error: ", style="bold red") + Text(str(err)), soft_wrap=True)
+
+
 @contextmanager
 def user_errors():
     """Turn tritontune's errors into one red line and a non-zero exit; Ctrl-C into exit 130."""
     try:
         yield
     except ServerDiedError as err:
-        err_console.print(f"[bold red]error:[/] {err}", highlight=False)
+        _print_error(err)
         if err.log_tail:
             err_console.print("[dim]last tritonserver log lines:[/]")
             err_console.print(err.log_tail.rstrip(), style="dim", highlight=False, markup=False)
         raise typer.Exit(3) from None
     except TritonTuneError as err:
-        err_console.print(f"[bold red]error:[/] {err}", highlight=False)
+        _print_error(err)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted: the server was stopped[/]")
@@ -258,7 +263,6 @@ def _profile_with_progress(session, variant: Variant, loads: list[LoadSpec]) -> 
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
-        disable=not err_console.is_terminal and "PYTEST_CURRENT_TEST" in __import__("os").environ,
     ) as progress:
         task = progress.add_task("loading config", total=len(loads))
 

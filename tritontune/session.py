@@ -16,10 +16,17 @@ from pathlib import Path
 from types import TracebackType
 
 from tritontune.config.model_config import ModelConfig
-from tritontune.config.repository import ModelSource, ServedModel, WorkingRepository, load_model_source
+from tritontune.config.onnx_model import onnx_io_problems, onnx_io_shapes
+from tritontune.config.repository import (
+    ONNX_BACKEND,
+    ModelSource,
+    ServedModel,
+    WorkingRepository,
+    load_model_source,
+)
 from tritontune.config.validate import validate_config
 from tritontune.config.variant import Variant, apply_variant
-from tritontune.errors import InputError, ServerDiedError, ServerError
+from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
 from tritontune.measure.inputs import (
     build_requests,
     input_specs,
@@ -80,6 +87,7 @@ class TuningSession:
         self.restarts = 0
         self._requests: list = []
         self._was_loaded_remotely = False
+        self._onnx_shapes = onnx_io_shapes(source.model_file) if source.backend == ONNX_BACKEND else None
 
     @property
     def name(self) -> str:
@@ -156,6 +164,10 @@ class TuningSession:
         """The tuned config for ``variant`` (the user's backend), validated for this server."""
         config = apply_variant(self.source.base_config, variant)
         validate_config(config, self.info.capabilities)
+        if self._onnx_shapes is not None:
+            problems = onnx_io_problems(config, self._onnx_shapes, self.source.model_file.name)
+            if problems:
+                raise ConfigError(f"config of {self.name!r}: " + "; ".join(problems))
         self._check_batch_size(config)
         return config
 
@@ -225,8 +237,9 @@ class TuningSession:
         )
         self.launcher.check_alive()
         if measurement.latency.count == 0 and measurement.error_count:
-            kinds = ", ".join(f"{k} x{v}" for k, v in measurement.errors.items())
-            raise ServerError(f"every request to {self.name!r} failed ({kinds})")
+            kind, count = max(measurement.errors.items(), key=lambda item: item[1])
+            example = measurement.error_examples.get(kind) or "no message"
+            raise ServerError(f"every request to {self.name!r} failed ({kind} x{count}): {example}")
         return measurement
 
     def measure_with_restart(self, load: LoadSpec, retries: int = 1) -> tuple[Measurement, int]:

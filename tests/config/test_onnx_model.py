@@ -38,3 +38,20 @@ def test_broken_onnx_file(tmp_path: Path):
     path.write_bytes(b"not an onnx model")
     with pytest.raises(ConfigError, match="not a readable ONNX model"):
         derive_onnx_config(path, "broken")
+
+
+def test_io_check_catches_a_dropped_batch_dimension(example_repository: Path):
+    from tritontune.config.model_config import read_config
+    from tritontune.config.onnx_model import onnx_io_problems, onnx_io_shapes
+
+    shapes = onnx_io_shapes(example_repository / "mlp" / "1" / "model.onnx")
+    assert shapes == {"INPUT": [-1, 256], "SCORES": [-1, 16]}
+    config = read_config(example_repository / "mlp" / "config.pbtxt")
+    assert onnx_io_problems(config, shapes, "model.onnx") == []
+    config.max_batch_size = 0
+    problems = onnx_io_problems(config, shapes, "model.onnx")
+    assert "input 'INPUT': dims [256] with max_batch_size 0 mean shape [256]" in problems[0]
+    config.max_batch_size = 8
+    config.input[0].dims[0] = 128
+    config.input[0].name = "X"
+    assert onnx_io_problems(config, shapes, "model.onnx") == ["input 'X': not in model.onnx"]

@@ -48,3 +48,23 @@ def test_tail_swing_is_not_stable():
 
 def test_too_few_windows():
     assert not is_stable([window(1), window(1)], count=3, tolerance=0.1)
+
+
+def test_server_split_from_counters():
+    from tritontune.measure.runner import ServerSplit
+    from tritontune.server.client import ModelStatsSnapshot
+
+    split = ServerSplit.from_delta(
+        ModelStatsSnapshot(
+            success_count=10,
+            inference_count=10,
+            execution_count=4,
+            queue_ns=10 * 2_000_000,
+            compute_infer_ns=10 * 1_000_000,
+        )
+    )
+    assert split.avg_batch_size == pytest.approx(2.5)
+    assert split.avg_queue_s == pytest.approx(0.002)
+    assert split.avg_compute_s == pytest.approx(0.001)
+    empty = ServerSplit.from_delta(ModelStatsSnapshot())
+    assert empty.avg_batch_size == 0 and empty.avg_queue_s == 0

@@ -78,3 +78,37 @@ def derive_onnx_config(path: Path, name: str) -> ModelConfig:
             tensor = field.add(name=vi.name, data_type=_triton_type(vi, path))
             tensor.dims.extend(dims or [1])
     return config
+
+
+def onnx_io_shapes(path: Path) -> dict[str, list[int]]:
+    """Every graph input and output with its full shape (-1 for dynamic dims)."""
+    model = load_onnx_graph(path)
+    initializers = {init.name for init in model.graph.initializer}
+    tensors = [vi for vi in model.graph.input if vi.name not in initializers]
+    return {vi.name: _dims(vi) for vi in tensors + list(model.graph.output)}
+
+
+def onnx_io_problems(config: ModelConfig, shapes: dict[str, list[int]], filename: str) -> list[str]:
+    """Where ``config``'s inputs/outputs disagree with the ONNX graph (``onnx_io_shapes``).
+
+    Catches a ``max_batch_size`` change that drops or adds the batch dimension, which Triton
+    would accept and every request would then fail on.
+    """
+    problems = []
+    batch = [-1] if config.max_batch_size > 0 else []
+    for field, tensors in (("input", config.input), ("output", config.output)):
+        for tensor in tensors:
+            if tensor.name not in shapes:
+                problems.append(f"{field} {tensor.name!r}: not in {filename}")
+                continue
+            expected = shapes[tensor.name]
+            declared = batch + [int(d) for d in tensor.dims]
+            compatible = len(expected) == len(declared) and all(
+                e < 0 or d < 0 or e == d for e, d in zip(expected, declared, strict=True)
+            )
+            if not compatible:
+                problems.append(
+                    f"{field} {tensor.name!r}: dims {list(tensor.dims)} with max_batch_size "
+                    f"{config.max_batch_size} mean shape {declared}, but {filename} has {expected}"
+                )
+    return problems

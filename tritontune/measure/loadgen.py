@@ -28,7 +28,7 @@ from typing import Literal
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tritontune.server.client import GRPC_OPTIONS
+from tritontune.server.client import GRPC_OPTIONS, one_line
 
 LoadMode = Literal["concurrency", "rate"]
 Arrival = Literal["poisson", "constant"]
@@ -68,6 +68,8 @@ class RequestLog:
     latency: list[float] = field(default_factory=list)
     error: list[str | None] = field(default_factory=list)
     send_lag: list[float] = field(default_factory=list)
+    error_examples: dict[str, str] = field(default_factory=dict)
+    """The first message seen for each error kind, to show the user what went wrong."""
 
     def record(self, done_at: float, latency: float, error: str | None) -> None:
         self.done_at.append(done_at)
@@ -133,20 +135,23 @@ class LoadGenerator:
                 await asyncio.gather(*drivers, return_exceptions=True)
         return log
 
-    async def _send(self, stub, index: int) -> str | None:
+    async def _send(self, stub, log: RequestLog, index: int) -> str | None:
         try:
             await stub.ModelInfer(
                 self.requests[index % len(self.requests)], timeout=self.request_timeout
             )
             return None
         except grpc.aio.AioRpcError as err:
-            return err.code().name
+            kind = err.code().name
+            if kind not in log.error_examples:
+                log.error_examples[kind] = one_line(err.details() or "")
+            return kind
 
     async def _closed_worker(self, stub, log: RequestLog, stop: asyncio.Event, worker: int, cap: int):
         index = worker
         while not stop.is_set() and len(log) < cap:
             start = time.perf_counter()
-            error = await self._send(stub, index)
+            error = await self._send(stub, log, index)
             end = time.perf_counter()
             log.record(end, end - start, error)
             index += 1
@@ -166,7 +171,7 @@ class LoadGenerator:
 
         async def one(index: int, due: float) -> None:
             log.send_lag.append(time.perf_counter() - due)
-            error = await self._send(stub, index)
+            error = await self._send(stub, log, index)
             end = time.perf_counter()
             log.record(end, end - due, error)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import grpc
 import numpy as np
@@ -90,6 +90,8 @@ class Measurement:
     server: ServerSplit | None
     send_lag_p99_s: float | None = None
     """Open loop only: how late the client sent (p99); large values mean the client saturated."""
+    error_examples: dict[str, str] = field(default_factory=dict)
+    """The first server message of each error kind."""
 
     @property
     def error_count(self) -> int:
@@ -117,6 +119,7 @@ class Measurement:
             "throughput_deviation": round(self.throughput_deviation, 4),
             "p99_deviation": round(self.p99_deviation, 4),
             "duration_s": round(self.duration_s, 3),
+            "error_examples": dict(self.error_examples),
             "server": asdict(self.server) if self.server else None,
             "send_lag_p99_ms": None
             if self.send_lag_p99_s is None
@@ -246,4 +249,5 @@ def _summarize(log, first, last, windows, load, batch_size, stable, started) -> 
         duration_s=time.perf_counter() - started,
         server=server,
         send_lag_p99_s=lag,
+        error_examples={kind: log.error_examples.get(kind, "") for kind in errors},
     )

@@ -28,9 +28,15 @@ GRPC_OPTIONS = [
 
 
 def triton_reason(err: InferenceServerException) -> str:
-    """Triton's own message, on one line."""
+    """Triton's own message on one line, without the Python traceback the Python backend appends."""
     text = err.message() if hasattr(err, "message") and err.message() else str(err)
-    return " ".join(str(text).split())
+    return one_line(str(text))
+
+
+def one_line(text: str) -> str:
+    """Collapse a server message to one line, cutting a trailing ``At: <traceback>``."""
+    head = text.split("\nAt:", 1)[0].split(" At: ", 1)[0]
+    return " ".join(head.split())
 
 
 @dataclass(frozen=True)
