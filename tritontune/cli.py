@@ -3,24 +3,41 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from tritontune import __version__
 from tritontune.config.variant import Variant
-from tritontune.errors import ServerDiedError, TritonTuneError
+from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import Measurement, MeasureSettings
 from tritontune.profile import ProfileResult, run_profile
-from tritontune.session import Workload, open_session
+from tritontune.search import (
+    DEFAULT_STORAGE,
+    SEARCH_MEASURE,
+    OperatingPoint,
+    SearchProgress,
+    SearchResult,
+    SearchSettings,
+    SearchSpace,
+    TrialResult,
+    default_space,
+    default_study_name,
+    load_space_file,
+    run_search,
+)
+from tritontune.session import TuningSession, Workload, open_session
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -62,6 +79,10 @@ def user_errors():
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted: the server was stopped[/]")
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # output piped into `head` and closed: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        raise typer.Exit(141) from None
 
 
 def _version(value: bool) -> None:
@@ -81,8 +102,6 @@ def main(
 
 
 def _parse_params(params: list[str]) -> dict[str, str]:
-    from tritontune.errors import InputError
-
     parsed = {}
     for item in params:
         key, sep, value = item.partition("=")
@@ -93,8 +112,6 @@ def _parse_params(params: list[str]) -> dict[str, str]:
 
 
 def _loads(concurrency: str | None, request_rate: str | None, arrival: str) -> list[LoadSpec]:
-    from tritontune.errors import InputError
-
     if concurrency and request_rate:
         raise InputError("give --concurrency or --request-rate, not both")
     if request_rate:
@@ -234,17 +251,7 @@ def profile(
             settings=settings,
         )
         with session:
-            info = session.info
-            err_console.print(
-                f"tritonserver {info.version} ({info.launch}, gRPC {info.grpc_url})", highlight=False
-            )
-            if session.served and session.served.via_python:
-                err_console.print(
-                    f"[yellow]note:[/] this server has no {session.source.backend!r} backend: "
-                    f"serving {session.source.model_file.name} through the Python backend "
-                    "(onnxruntime in model.py); configs keep your backend",
-                    highlight=False,
-                )
+            _print_server(session)
             result = _profile_with_progress(session, variant, loads)
         console.print(_levels_table(result))
         if result.switch_s is not None:
@@ -252,6 +259,20 @@ def profile(
         if json_out:
             json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
             console.print(f"wrote {json_out}", highlight=False)
+
+
+def _print_server(session: TuningSession) -> None:
+    info = session.info
+    err_console.print(
+        f"tritonserver {info.version} ({info.launch}, gRPC {info.grpc_url})", highlight=False
+    )
+    if session.served and session.served.via_python:
+        err_console.print(
+            f"[yellow]note:[/] this server has no {session.source.backend!r} backend: "
+            f"serving {session.source.model_file.name} through the Python backend "
+            "(onnxruntime in model.py); configs keep your backend",
+            highlight=False,
+        )
 
 
 def _profile_with_progress(session, variant: Variant, loads: list[LoadSpec]) -> ProfileResult:
@@ -282,3 +303,200 @@ def _profile_with_progress(session, variant: Variant, loads: list[LoadSpec]) -> 
 def run() -> None:  # pragma: no cover - console entry for `python -m tritontune`
     app(prog_name="tritontune")
     sys.exit(0)
+
+
+@app.command()
+def search(
+    model_repository: Annotated[
+        Path, typer.Option("--model-repository", "-r", help="The model repository directory.")
+    ],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model name in the repository.")],
+    slo_p99: Annotated[str, typer.Option(help="The latency SLO on p99, e.g. 50ms.")],
+    trials: Annotated[
+        int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
+    ] = None,
+    timeout: Annotated[str | None, typer.Option(help="Stop starting trials after, e.g. 20m.")] = None,
+    load: Annotated[
+        str, typer.Option(help="concurrency (closed loop) or poisson (open-loop arrivals).")
+    ] = "concurrency",
+    space: Annotated[
+        Path | None, typer.Option(help="YAML file that fixes, narrows or widens dimensions.")
+    ] = None,
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = DEFAULT_STORAGE,
+    study: Annotated[str | None, typer.Option(help="Study name (default: MODEL-p99-SLO-LOAD).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed, for a repeatable search.")] = None,
+    results: Annotated[
+        Path | None, typer.Option(help="Results JSON (default: STUDY.results.json).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option(help="Client batch size per request.", min=1)] = 1,
+    input_data: Annotated[
+        Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
+    ] = None,
+    warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.3s",
+    window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.5s",
+    launch: Annotated[str, typer.Option(help="local (start tritonserver) or remote (--url).")] = "local",
+    url: Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")] = None,
+    tritonserver: Annotated[
+        Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
+    ] = None,
+) -> None:
+    """Search for the highest-throughput config whose p99 meets the SLO."""
+    with user_errors():
+        slo = parse_duration(slo_p99, what="--slo-p99", unit="ms")
+        if slo <= 0:
+            raise InputError("--slo-p99: must be above 0, e.g. 50ms")
+        if load not in ("concurrency", "poisson"):
+            raise InputError(f"--load: {load!r} is not one of concurrency, poisson")
+        settings = SearchSettings(
+            slo_p99_s=slo,
+            trials=trials if trials is not None else (None if timeout else 20),
+            timeout_s=parse_duration(timeout, what="--timeout") if timeout else None,
+            load=load,  # type: ignore[arg-type]
+            seed=seed,
+            storage=storage,
+            study_name=study,
+            measure=replace(
+                SEARCH_MEASURE,
+                warmup_s=parse_duration(warmup, what="--warmup"),
+                window_s=max(parse_duration(window, what="--window"), 0.05),
+            ),
+        )
+        session = open_session(
+            model_repository,
+            model,
+            launch=launch,
+            url=url,
+            tritonserver=tritonserver,
+            workload=Workload(batch_size=batch_size, input_data=input_data),
+            settings=settings.measure,
+        )
+        with session:
+            _print_server(session)
+            tuning_space = build_space(session, slo, space)
+            err_console.print(
+                "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items()),
+                highlight=False,
+            )
+            try:
+                outcome = _search_with_progress(session, tuning_space, settings)
+            except KeyboardInterrupt:
+                name = settings.study_name or default_study_name(model, slo, settings.load_mode)
+                err_console.print(
+                    f"[yellow]interrupted:[/] study {name!r} is saved in {storage}; "
+                    "run the same command again to resume",
+                    highlight=False,
+                )
+                raise
+        _print_search_result(outcome)
+        out = results or Path(f"{outcome.study_name}.results.json")
+        out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
+        console.print(f"results: {out}", highlight=False)
+        if outcome.best is None:
+            err_console.print(
+                Text("no config met the SLO", style="bold red"),
+                Text(f"(p99 <= {format_duration(slo)}); see the results file for each trial"),
+            )
+            raise typer.Exit(1)
+
+
+def build_space(session: TuningSession, slo: float, space_file: Path | None) -> SearchSpace:
+    defaults = default_space(
+        session.source.base_config,
+        session.info.capabilities,
+        slo_p99_s=slo,
+        batch_dim_dynamic=session.batch_dim_dynamic,
+    )
+    return load_space_file(space_file, defaults) if space_file else defaults
+
+
+def _point_text(point: dict) -> str:
+    return " ".join(
+        f"{k}={format_duration(v / 1e6) if k == 'max_queue_delay' else v}" for k, v in point.items()
+    )
+
+
+def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSettings) -> SearchResult:
+    unit = "concurrency" if settings.load_mode == "concurrency" else "req/s"
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("baseline", total=settings.trials, status="")
+
+        def baseline_start() -> None:
+            bar.update(task, description="measuring the base config (baseline)")
+
+        def baseline(op: OperatingPoint) -> None:
+            err_console.print(f"baseline: {_op_text(op, unit)}", highlight=False)
+
+        def trial_start(n: int, total: int | None, point: dict) -> None:
+            bar.update(task, description=f"trial {n}/{total or '?'}")
+
+        def trial_done(result: TrialResult, best: TrialResult | None, eta: float | None) -> None:
+            bar.advance(task)
+            best_text = f"best {best.throughput:,.0f}/s (trial {best.number})" if best else "no best yet"
+            eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
+            bar.update(task, status=best_text + eta_text)
+            if result.error:
+                outcome = f"[red]failed[/]: {escape(result.error)}"
+            else:
+                outcome = _op_text(result.operating_point, unit)
+            err_console.print(
+                f"trial {result.number}: {escape(_point_text(result.params))} -> {outcome}",
+                highlight=False,
+            )
+
+        return run_search(
+            session,
+            tuning_space,
+            settings,
+            SearchProgress(baseline_start, baseline, trial_start, trial_done),
+        )
+
+
+def _op_text(op: OperatingPoint | None, unit: str) -> str:
+    if op is None:
+        return "no result"
+    if not op.feasible:
+        return f"[yellow]misses the SLO[/] even at the lowest load (p99 {_ms(op.p99_s)} ms)"
+    load = f"{unit} {op.load:g}" if unit == "concurrency" else f"{op.load:,.0f} {unit}"
+    return f"{op.throughput:,.0f} infer/s at {load} (p50 {_ms(op.p50_s)}, p99 {_ms(op.p99_s)} ms)"
+
+
+def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
+    table = Table(
+        title=f"study {outcome.study_name}: p99 <= {format_duration(outcome.slo_p99_s)}, "
+        f"{outcome.load_mode} load, {len(outcome.results)} completed trials",
+        title_justify="left",
+    )
+    for column in ("#", "trial", "config", "load", "infer/s", "p50 ms", "p99 ms", "vs baseline"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    base = outcome.baseline
+    if base is not None:
+        table.add_row(
+            "-", "base", "the model's own config.pbtxt", f"{base.load:g}", f"{base.throughput:,.0f}",
+            _ms(base.p50_s), _ms(base.p99_s), "" if base.feasible else "misses SLO",
+        )  # fmt: skip
+    for rank, r in enumerate(outcome.results[:top], 1):
+        op = r.operating_point
+        assert op is not None
+        gain = outcome.improvement(r)
+        versus = f"{gain:+.0%}" if gain is not None else ""
+        table.add_row(
+            str(rank), str(r.number), format_knobs(r.knobs) if r.knobs else _point_text(r.params),
+            f"{op.load:g}" if op.feasible else "-", f"{op.throughput:,.0f}", _ms(op.p50_s),
+            _ms(op.p99_s), versus if op.feasible else "misses SLO",
+        )  # fmt: skip
+    console.print(table)
+    if outcome.failed:
+        console.print(
+            f"{len(outcome.failed)} trial(s) failed (reasons in the results file)", highlight=False
+        )
+    if outcome.best:
+        console.print(f"best config (trial {outcome.best.number}), config.pbtxt:", highlight=False)
+        console.print(outcome.best.config_pbtxt, markup=False, highlight=False)

@@ -97,6 +97,13 @@ class TuningSession:
     def info(self) -> ServerInfo:
         return self.launcher.info
 
+    @property
+    def batch_dim_dynamic(self) -> bool:
+        """Whether the model file takes any batch size (an ONNX graph with a dynamic first dim)."""
+        if self._onnx_shapes is None:
+            return False
+        return all(shape and shape[0] < 0 for shape in self._onnx_shapes.values())
+
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> TuningSession:
         try:

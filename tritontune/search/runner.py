@@ -1,0 +1,322 @@
+"""``tritontune search``: the highest-throughput config whose p99 meets the SLO.
+
+Optuna's TPE sampler proposes points of the :class:`SearchSpace`; each becomes a config that is
+loaded on the running server (a reload, not a restart) and measured for its
+:class:`OperatingPoint`. A config that can't meet the SLO even at the lowest load is an Optuna
+*constraint violation* (``trial.set_constraint``), which the sampler learns from, rather than a
+result filtered out afterwards. Trials whose config fails to load, or whose server crashes, are
+recorded as failed with the reason, the server is restarted when it died, and the search goes on.
+
+Ctrl-C marks the trial in flight as interrupted and queues its point again, so running the same
+command resumes with no finished trial lost or repeated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import optuna
+from optuna.trial import TrialState
+
+from tritontune import __version__
+from tritontune.config.model_config import config_to_text
+from tritontune.config.variant import Variant, describe_config
+from tritontune.errors import ConfigError, ModelLoadError, ServerDiedError, ServerError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import MeasureSettings
+from tritontune.search.operating_point import OperatingPoint, find_operating_point
+from tritontune.search.space import SearchSpace
+from tritontune.search.study import (
+    DEFAULT_STORAGE,
+    TrialResult,
+    baseline_of,
+    default_study_name,
+    failed_results,
+    finished_results,
+    is_counted,
+    open_study,
+    trial_result,
+)
+from tritontune.session import TuningSession
+
+LoadChoice = Literal["concurrency", "poisson"]
+
+#: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
+#: the minimum of replies per window still hold.
+SEARCH_MEASURE = MeasureSettings(warmup_s=0.3, window_s=0.5, min_window_requests=50, max_windows=6)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    slo_p99_s: float
+    trials: int | None = 20
+    timeout_s: float | None = None
+    load: LoadChoice = "concurrency"
+    seed: int | None = None
+    storage: str = DEFAULT_STORAGE
+    study_name: str | None = None
+    measure: MeasureSettings = SEARCH_MEASURE
+    max_load: float = 512
+
+    @property
+    def load_mode(self) -> str:
+        return "concurrency" if self.load == "concurrency" else "rate"
+
+
+@dataclass
+class SearchProgress:
+    """Optional hooks for a live display; every one gets plain data."""
+
+    on_baseline_start: Callable[[], None] | None = None
+    on_baseline: Callable[[OperatingPoint], None] | None = None
+    on_trial_start: Callable[[int, int | None, dict], None] | None = None
+    on_trial_done: Callable[[TrialResult, TrialResult | None, float | None], None] | None = None
+    """(this trial, the best so far, ETA in seconds or None)."""
+
+
+@dataclass
+class SearchResult:
+    study_name: str
+    storage: str
+    resumed: bool
+    slo_p99_s: float
+    load_mode: str
+    space: dict
+    baseline: OperatingPoint | None
+    results: list[TrialResult] = field(default_factory=list)
+    failed: list[TrialResult] = field(default_factory=list)
+    trials_this_run: int = 0
+    restarts: int = 0
+
+    @property
+    def best(self) -> TrialResult | None:
+        return self.results[0] if self.results and self.results[0].feasible else None
+
+    def improvement(self, result: TrialResult) -> float | None:
+        """Throughput relative to the baseline's (0.25 = 25 % better)."""
+        if self.baseline is None or not self.baseline.feasible or self.baseline.throughput <= 0:
+            return None
+        return result.throughput / self.baseline.throughput - 1
+
+    def to_dict(self, top: int = 10) -> dict:
+        def entry(r: TrialResult) -> dict:
+            return {
+                "trial": r.number,
+                "params": r.params,
+                "config": r.knobs,
+                "operating_point": r.operating_point.to_dict() if r.operating_point else None,
+                "improvement_over_baseline": self.improvement(r),
+                "config_pbtxt": r.config_pbtxt,
+            }
+
+        return {
+            "tritontune_version": __version__,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "study": self.study_name,
+            "storage": self.storage,
+            "slo_p99_ms": self.slo_p99_s * 1e3,
+            "load_mode": self.load_mode,
+            "space": self.space,
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "best": entry(self.best) if self.best else None,
+            "top": [entry(r) for r in self.results[:top]],
+            "failed": [{"trial": r.number, "params": r.params, "error": r.error} for r in self.failed],
+            "completed_trials": len(self.results),
+            "trials_this_run": self.trials_this_run,
+            "server_restarts": self.restarts,
+        }
+
+
+def make_sampler(settings: SearchSettings) -> optuna.samplers.TPESampler:
+    """TPE with a short random start: a search is budgeted in tens of trials, not hundreds."""
+    startup = min(10, max(3, (settings.trials or 30) // 3))
+    return optuna.samplers.TPESampler(
+        seed=settings.seed,
+        n_startup_trials=startup,
+        multivariate=True,
+        group=True,  # batching knobs exist only when batching is on
+    )
+
+
+def run_search(
+    session: TuningSession,
+    space: SearchSpace,
+    settings: SearchSettings,
+    progress: SearchProgress | None = None,
+) -> SearchResult:
+    """Run (or resume) the search; the session's server must be started."""
+    progress = progress or SearchProgress()
+    identity = {
+        "model": session.name,
+        "slo_p99_s": settings.slo_p99_s,
+        "load_mode": settings.load_mode,
+    }
+    name = settings.study_name or default_study_name(
+        session.name, settings.slo_p99_s, settings.load_mode
+    )
+    with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        sampler = make_sampler(settings)
+    study, resumed = open_study(settings.storage, name, identity=identity, sampler=sampler)
+    if not resumed:
+        study.set_user_attr("space", space.to_dict())
+        study.set_user_attr("server_version", session.info.version)
+
+    baseline = baseline_of(study)
+    if baseline is None:
+        if progress.on_baseline_start:
+            progress.on_baseline_start()
+        baseline = _measure_with_restart(session, Variant(), settings)
+        study.set_user_attr("baseline", baseline.to_dict())
+        study.set_user_attr("baseline_config_pbtxt", config_to_text(session.source.base_config))
+    if progress.on_baseline:
+        progress.on_baseline(baseline)
+
+    known = {_key(t.user_attrs.get("point", {})): t for t in study.trials if is_counted(t)}
+    counted = sum(1 for t in study.trials if is_counted(t))
+    deadline = time.monotonic() + settings.timeout_s if settings.timeout_s else None
+    durations: list[float] = []
+    run_now = 0
+    restarts_before = session.restarts
+
+    while (settings.trials is None or counted < settings.trials) and (
+        deadline is None or time.monotonic() < deadline
+    ):
+        started = time.monotonic()
+        trial = study.ask()
+        point = space.suggest(trial)
+        trial.set_user_attr("point", point)
+        if progress.on_trial_start:
+            progress.on_trial_start(counted + 1, settings.trials, point)
+        try:
+            _run_trial(study, trial, point, known, session, space, settings)
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            study.tell(trial, state=TrialState.FAIL)
+            study.enqueue_trial(trial.params)  # measured first when the search resumes
+            raise
+        frozen = study.trials[trial.number]
+        known[_key(point)] = frozen
+        counted += 1
+        run_now += 1
+        durations.append(time.monotonic() - started)
+        if progress.on_trial_done:
+            remaining = (settings.trials - counted) if settings.trials else None
+            eta = statistics.median(durations) * remaining if remaining is not None else None
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+                eta = left if eta is None else min(eta, left)
+            best = finished_results(study)
+            progress.on_trial_done(
+                trial_result(frozen), best[0] if best and best[0].feasible else None, eta
+            )
+
+    return SearchResult(
+        study_name=name,
+        storage=settings.storage,
+        resumed=resumed,
+        slo_p99_s=settings.slo_p99_s,
+        load_mode=settings.load_mode,
+        space=study.user_attrs.get("space", space.to_dict()),
+        baseline=baseline,
+        results=finished_results(study),
+        failed=failed_results(study),
+        trials_this_run=run_now,
+        restarts=session.restarts - restarts_before,
+    )
+
+
+def _key(point: dict) -> tuple:
+    return tuple(sorted(point.items()))
+
+
+def _run_trial(study, trial, point, known, session, space, settings) -> None:
+    """Measure one point and tell the study; failures are told as FAIL with the reason."""
+    twin = known.get(_key(point))
+    if twin is not None:  # TPE re-proposed a finished point: reuse, don't re-measure
+        for key, value in twin.user_attrs.items():
+            if key != "point":
+                trial.set_user_attr(key, value)
+        trial.set_user_attr("duplicate_of", twin.number)
+        if twin.state == TrialState.COMPLETE:
+            for key, value in twin.constraints.items():
+                trial.set_constraint(key, value)
+            study.tell(trial, twin.value)
+        else:
+            study.tell(trial, state=TrialState.FAIL)
+        return
+
+    try:
+        variant = space.to_variant(point)
+        config = session.build_config(variant)
+        trial.set_user_attr("knobs", describe_config(config))
+        trial.set_user_attr("config_pbtxt", config_to_text(config))
+        op = _operating_point(session, variant, settings)
+    except (ConfigError, ModelLoadError, ServerError) as err:
+        trial.set_user_attr("error", str(err))
+        if isinstance(err, ServerDiedError) or not _alive(session):
+            session.restart()
+        study.tell(trial, state=TrialState.FAIL)
+        return
+    trial.set_user_attr("operating_point", op.to_dict())
+    trial.set_user_attr("switch_s", session.last_switch_s)
+    trial.set_constraint("p99_over_slo_s", op.slo_excess_s)
+    study.tell(trial, op.throughput)
+
+
+def _alive(session: TuningSession) -> bool:
+    try:
+        session.launcher.check_alive()
+    except ServerDiedError:
+        return False
+    return True
+
+
+def _operating_point(
+    session: TuningSession, variant: Variant, settings: SearchSettings
+) -> OperatingPoint:
+    session.load_variant(variant)
+
+    def measure(spec: LoadSpec):
+        return session.measure(spec, settings.measure)
+
+    start = 1.0
+    if settings.load_mode == "rate":
+        # Open loop needs a first rate: half of what one request at a time achieves.
+        unloaded = session.measure(LoadSpec.concurrency(1), settings.measure)
+        start = max(1.0, 0.5 * unloaded.request_rate)
+    return find_operating_point(
+        measure,
+        settings.slo_p99_s,
+        load_mode=settings.load_mode,  # type: ignore[arg-type]
+        start=start,
+        max_load=settings.max_load if settings.load_mode == "concurrency" else start * 256,
+    )
+
+
+def _measure_with_restart(
+    session: TuningSession, variant: Variant, settings: SearchSettings
+) -> OperatingPoint:
+    try:
+        return _operating_point(session, variant, settings)
+    except ServerDiedError:
+        session.restart()
+        return _operating_point(session, variant, settings)
+
+
+__all__ = [
+    "SEARCH_MEASURE",
+    "SearchProgress",
+    "SearchResult",
+    "SearchSettings",
+    "make_sampler",
+    "run_search",
+]

@@ -1,0 +1,298 @@
+"""The tuning space: which knobs a search varies, over which values, and how a point becomes a
+:class:`~tritontune.config.variant.Variant`.
+
+Defaults come from the model and the server (:func:`default_space`); a YAML file can fix, narrow or
+widen any dimension (:func:`load_space_file`):
+
+.. code-block:: yaml
+
+    max_batch_size: [8, 16, 32, 64]        # a list: choose among these
+    dynamic_batching: [true, false]
+    max_queue_delay: {min: 100us, max: 10ms}  # a range (log scale for delays)
+    instance_count: {min: 1, max: 2}
+    intra_op_thread_count: 1                # a single value: fixed
+    preferred_batch_size: [none, max]      # "max" = prefer batches of max_batch_size
+
+Every point the space can produce is a valid config for the model (batching knobs only when
+batching is on, preferred sizes derived from ``max_batch_size``), so nothing invalid is sent to
+Triton; :meth:`TuningSession.build_config` still validates each one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from tritontune.config.model_config import ModelConfig
+from tritontune.config.validate import TargetCapabilities
+from tritontune.config.variant import Variant
+from tritontune.errors import InputError
+from tritontune.units import format_duration, parse_duration, to_microseconds
+
+#: Parameters of the onnxruntime backend that tritontune tunes (the Python-backend template
+#: honours them too, so a value means the same on both).
+ONNX_THREAD_PARAMETERS = ("intra_op_thread_count", "inter_op_thread_count")
+PREFERRED_STRATEGIES = ("none", "max")
+#: Upper bound of the default max_batch_size choices when the model's batch dim is dynamic.
+DEFAULT_MAX_BATCH_CAP = 128
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Pick one of ``values``."""
+
+    values: tuple[Any, ...]
+
+    def suggest(self, trial: optuna.Trial, name: str) -> Any:
+        if len(self.values) == 1:
+            return self.values[0]
+        return trial.suggest_categorical(name, list(self.values))
+
+    def describe(self, unit: str = "") -> str:
+        shown = [format_duration(v / 1e6) if unit == "us" else str(v) for v in self.values]
+        return shown[0] if len(shown) == 1 else "{" + ", ".join(shown) + "}"
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer in ``[low, high]``, on a log scale when ``log``."""
+
+    low: int
+    high: int
+    log: bool = False
+
+    def suggest(self, trial: optuna.Trial, name: str) -> int:
+        if self.low == self.high:
+            return self.low
+        return trial.suggest_int(name, self.low, self.high, log=self.log)
+
+    def describe(self, unit: str = "") -> str:
+        if unit == "us":
+            low, high = format_duration(self.low / 1e6), format_duration(self.high / 1e6)
+        else:
+            low, high = str(self.low), str(self.high)
+        return f"{low}..{high}" + (" (log)" if self.log else "")
+
+
+Dimension = Choice | IntRange
+
+#: The dimensions a space may have, in the order they are suggested, with their units.
+DIMENSIONS: dict[str, str] = {
+    "max_batch_size": "",
+    "dynamic_batching": "",
+    "max_queue_delay": "us",
+    "preferred_batch_size": "",
+    "instance_count": "",
+    "instance_kind": "",
+    "intra_op_thread_count": "",
+    "inter_op_thread_count": "",
+    "response_cache": "",
+}
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Named dimensions; a dimension that is absent keeps the base config's value."""
+
+    dimensions: dict[str, Dimension] = field(default_factory=dict)
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """Ask ``trial`` for a point; batching knobs are only asked for when batching is on."""
+        point: dict[str, Any] = {}
+        dims = self.dimensions
+        for name in DIMENSIONS:
+            if name not in dims:
+                continue
+            if name in ("max_queue_delay", "preferred_batch_size") and not point.get(
+                "dynamic_batching", True
+            ):
+                continue
+            if name == "dynamic_batching" and point.get("max_batch_size", 1) == 0:
+                point[name] = False
+                continue
+            point[name] = dims[name].suggest(trial, name)
+        return point
+
+    def to_variant(self, point: dict[str, Any]) -> Variant:
+        """The :class:`Variant` a point stands for."""
+        batching = point.get("dynamic_batching")
+        preferred = None
+        if batching is not False and "preferred_batch_size" in point:
+            mbs = point.get("max_batch_size")
+            strategy = point["preferred_batch_size"]
+            preferred = (mbs,) if strategy == "max" and mbs else ()
+        delay = point.get("max_queue_delay") if batching is not False else None
+        parameters = {k: str(point[k]) for k in ONNX_THREAD_PARAMETERS if k in point}
+        return Variant(
+            max_batch_size=point.get("max_batch_size"),
+            dynamic_batching=batching,
+            max_queue_delay_us=delay,
+            preferred_batch_sizes=preferred,
+            instance_count=point.get("instance_count"),
+            instance_kind=point.get("instance_kind"),
+            response_cache=point.get("response_cache"),
+            backend_parameters=parameters,
+        )
+
+    def size(self) -> int | None:
+        """How many distinct points there are (``None`` if a dimension is too large to count)."""
+        total = 1
+        for dim in self.dimensions.values():
+            total *= len(dim.values) if isinstance(dim, Choice) else dim.high - dim.low + 1
+        return total
+
+    def describe(self) -> dict[str, str]:
+        return {name: dim.describe(DIMENSIONS[name]) for name, dim in self.dimensions.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, dim in self.dimensions.items():
+            if isinstance(dim, Choice):
+                out[name] = list(dim.values)
+            else:
+                out[name] = {"min": dim.low, "max": dim.high, "log": dim.log}
+        return out
+
+
+def _powers_of_two(limit: int) -> tuple[int, ...]:
+    values, size = [], 1
+    while size <= limit:
+        values.append(size)
+        size *= 2
+    return tuple(values)
+
+
+def default_space(
+    base: ModelConfig,
+    target: TargetCapabilities,
+    *,
+    slo_p99_s: float,
+    batch_dim_dynamic: bool,
+    cpu_count: int | None = None,
+) -> SearchSpace:
+    """The space a serving engineer would start from for this model on this server.
+
+    Batching is not assumed to help: ``dynamic_batching`` is searched on and off. The response
+    cache is left out: with synthesized inputs repeating, it would report cache hits as speed.
+    """
+    cpus = cpu_count or os.cpu_count() or 1
+    dims: dict[str, Dimension] = {}
+    if base.max_batch_size > 0:
+        cap = (
+            max(base.max_batch_size, DEFAULT_MAX_BATCH_CAP) if batch_dim_dynamic else base.max_batch_size
+        )
+        dims["max_batch_size"] = Choice(_powers_of_two(cap))
+        dims["dynamic_batching"] = Choice((False, True))
+        longest = max(100, min(50_000, to_microseconds(slo_p99_s / 2)))
+        dims["max_queue_delay"] = IntRange(20, longest, log=True)
+        dims["preferred_batch_size"] = Choice(PREFERRED_STRATEGIES)
+    if target.gpu_count > 0:
+        dims["instance_kind"] = Choice(("gpu",))
+        dims["instance_count"] = IntRange(1, 4)
+    else:
+        dims["instance_kind"] = Choice(("cpu",))
+        dims["instance_count"] = IntRange(1, max(2, cpus))
+    if base.backend == "onnxruntime" or base.platform == "onnxruntime_onnx":
+        dims["intra_op_thread_count"] = IntRange(1, max(1, cpus))
+        dims["inter_op_thread_count"] = IntRange(1, max(1, cpus))
+    return SearchSpace(dims)
+
+
+def load_space_file(path: Path, defaults: SearchSpace) -> SearchSpace:
+    """``defaults`` with the dimensions ``path`` names replaced (fixed, narrowed or widened)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the space file ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InputError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    if data is None:
+        return defaults
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of dimension names to values")
+    unknown = sorted(set(data) - set(DIMENSIONS))
+    if unknown:
+        raise InputError(
+            f"{path}: unknown dimension(s) {', '.join(unknown)}; known: {', '.join(DIMENSIONS)}"
+        )
+    dims = dict(defaults.dimensions)
+    for name, value in data.items():
+        dims[name] = _parse_dimension(path, name, value)
+    return SearchSpace(dims)
+
+
+def _parse_dimension(path: Path, name: str, value: Any) -> Dimension:
+    where = f"{path}: {name}"
+    parse = _VALUE_PARSERS[name]
+    if isinstance(value, dict):
+        if name not in _RANGE_DIMENSIONS:
+            raise InputError(f"{where}: takes a list of values, not a range")
+        extra = sorted(set(value) - {"min", "max", "log"})
+        if extra or "min" not in value or "max" not in value:
+            raise InputError(f"{where}: a range is {{min: ..., max: ...}} (optional log: true)")
+        low, high = parse(where, value["min"]), parse(where, value["max"])
+        if low > high:
+            raise InputError(f"{where}: empty range (min {value['min']} > max {value['max']})")
+        log = bool(value.get("log", name == "max_queue_delay"))
+        if log and low <= 0:
+            raise InputError(f"{where}: a log range must start above 0")
+        return IntRange(low, high, log)
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise InputError(f"{where}: empty list; give at least one value")
+    parsed = tuple(dict.fromkeys(parse(where, v) for v in values))
+    return Choice(parsed)
+
+
+def _int_at_least(minimum: int):
+    def parse(where: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InputError(f"{where}: {value!r} is not a whole number >= {minimum}")
+        return value
+
+    return parse
+
+
+def _bool(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{where}: {value!r} is not true or false")
+    return value
+
+
+def _delay(where: str, value: Any) -> int:
+    return to_microseconds(parse_duration(value, what=where, unit="us"))
+
+
+def _one_of(options: tuple[str, ...]):
+    def parse(where: str, value: Any) -> str:
+        if str(value).lower() not in options:
+            raise InputError(f"{where}: {value!r} is not one of {', '.join(options)}")
+        return str(value).lower()
+
+    return parse
+
+
+_VALUE_PARSERS = {
+    "max_batch_size": _int_at_least(0),
+    "dynamic_batching": _bool,
+    "max_queue_delay": _delay,
+    "preferred_batch_size": _one_of(PREFERRED_STRATEGIES),
+    "instance_count": _int_at_least(1),
+    "instance_kind": _one_of(("cpu", "gpu")),
+    "intra_op_thread_count": _int_at_least(0),
+    "inter_op_thread_count": _int_at_least(0),
+    "response_cache": _bool,
+}
+_RANGE_DIMENSIONS = {
+    "max_queue_delay",
+    "instance_count",
+    "intra_op_thread_count",
+    "inter_op_thread_count",
+}
