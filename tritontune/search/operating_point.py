@@ -1,9 +1,10 @@
 """A config's operating point: the highest load whose p99 meets the SLO, and its throughput.
 
 Found with few measurements (background.md, "The method"): start at the lowest load, ramp up
-geometrically (8x while p99 is under an eighth of the SLO, 4x under half, else 2x), stop as soon as p99 crosses the SLO
-or throughput stops growing (past saturation more load only adds queueing), then bisect (twice at
-most) between the last load that met the SLO and the first that didn't.
+geometrically (8x while p99 is under an eighth of the SLO, 4x while under half, else 2x), stop as
+soon as p99 crosses the SLO or throughput stops growing (past saturation more load only adds
+queueing), then bisect (twice at most) between the last load that met the SLO and the first that
+didn't.
 
 A load level *meets the SLO* when its p99 is at or under it, fewer than 1 % of its requests failed,
 and (open loop) the server completed at least 90 % of the offered rate; a server that falls behind
