@@ -497,6 +497,20 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         console.print(
             f"{len(outcome.failed)} trial(s) failed (reasons in the results file)", highlight=False
         )
+    if outcome.stop_reason:
+        console.print(f"stopped before the trial budget: {outcome.stop_reason}", highlight=False)
+    unit = "concurrency" if outcome.load_mode == "concurrency" else "req/s"
+    if outcome.best and outcome.confirmed:
+        confirmed = outcome.confirmed
+        if confirmed.feasible:
+            verdict = f"confirmed: {_op_text(confirmed, unit)}"
+        else:
+            lowest = min(level.load for level in confirmed.levels)
+            verdict = f"[red]NOT confirmed[/]: p99 stayed over the SLO down to {unit} {lowest:g}"
+        console.print(
+            f"best (trial {outcome.best.number}) re-measured with longer windows, {verdict}",
+            highlight=False,
+        )
     if outcome.best:
         console.print(f"best config (trial {outcome.best.number}), config.pbtxt:", highlight=False)
         console.print(outcome.best.config_pbtxt, markup=False, highlight=False)

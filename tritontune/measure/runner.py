@@ -10,6 +10,8 @@ executed batch size) covers exactly the same span as the client's numbers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -146,7 +148,30 @@ def measure_load(
 ) -> Measurement:
     """Measure ``model`` at one load level (blocking; runs its own event loop)."""
     settings = settings or MeasureSettings()
-    return asyncio.run(_measure(grpc_url, model, requests, load, batch_size, settings, seed))
+    with _no_gc_pauses():
+        return asyncio.run(_measure(grpc_url, model, requests, load, batch_size, settings, seed))
+
+
+@contextlib.contextmanager
+def _no_gc_pauses():
+    """Keep Python's cyclic GC out of the measured latencies.
+
+    A full collection walks every object of the process; inside a big process (a search holds
+    Optuna, SQLAlchemy, ...) it pauses the event loop for tens of milliseconds and every request
+    in flight looks that much slower. So the heap is frozen and collection paused for the
+    measurement (bounded by its time cap), and done afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+        gc.collect()
 
 
 async def _measure(grpc_url, model, requests, load, batch_size, settings, seed) -> Measurement:

@@ -30,7 +30,11 @@ from tritontune.config.variant import Variant, describe_config
 from tritontune.errors import ConfigError, ModelLoadError, ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import MeasureSettings
-from tritontune.search.operating_point import OperatingPoint, find_operating_point
+from tritontune.search.operating_point import (
+    OperatingPoint,
+    confirm_operating_point,
+    find_operating_point,
+)
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import (
     DEFAULT_STORAGE,
@@ -50,6 +54,11 @@ LoadChoice = Literal["concurrency", "poisson"]
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
 #: the minimum of replies per window still hold.
 SEARCH_MEASURE = MeasureSettings(warmup_s=0.3, window_s=0.5, min_window_requests=50, max_windows=6)
+#: The winner is confirmed with longer windows: more samples, a truer p99.
+CONFIRM_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=8)
+
+#: Re-proposals of known points in a row after which the search stops (the space is worn out).
+MAX_REPEATS = 50
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -91,6 +100,11 @@ class SearchResult:
     load_mode: str
     space: dict
     baseline: OperatingPoint | None
+    confirmed: OperatingPoint | None = None
+    """The best config's operating point re-measured with longer windows (see
+    :func:`confirm_operating_point`); ``None`` when nothing met the SLO."""
+    stop_reason: str | None = None
+    """Why the search stopped before its budget, if it did."""
     results: list[TrialResult] = field(default_factory=list)
     failed: list[TrialResult] = field(default_factory=list)
     trials_this_run: int = 0
@@ -127,10 +141,12 @@ class SearchResult:
             "space": self.space,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best": entry(self.best) if self.best else None,
+            "confirmed": self.confirmed.to_dict() if self.confirmed else None,
             "top": [entry(r) for r in self.results[:top]],
             "failed": [{"trial": r.number, "params": r.params, "error": r.error} for r in self.failed],
             "completed_trials": len(self.results),
             "trials_this_run": self.trials_this_run,
+            "stopped_early_because": self.stop_reason,
             "server_restarts": self.restarts,
         }
 
@@ -187,17 +203,31 @@ def run_search(
     run_now = 0
     restarts_before = session.restarts
 
+    repeats = 0
+    size = space.size()
+    stop_reason = None
     while (settings.trials is None or counted < settings.trials) and (
         deadline is None or time.monotonic() < deadline
     ):
+        if size is not None and len(known) >= size:
+            stop_reason = f"every one of the space's {size} configs was tried"
+            break
+        if repeats >= MAX_REPEATS:
+            stop_reason = f"the sampler proposed only known configs {MAX_REPEATS} times in a row"
+            break
         started = time.monotonic()
         trial = study.ask()
         point = space.suggest(trial)
         trial.set_user_attr("point", point)
-        if progress.on_trial_start:
-            progress.on_trial_start(counted + 1, settings.trials, point)
+        if _key(point) in known:  # TPE re-proposed a finished point: tell it again, don't measure
+            _tell_copy(study, trial, known[_key(point)])
+            repeats += 1
+            continue
+        repeats = 0
         try:
-            _run_trial(study, trial, point, known, session, space, settings)
+            if progress.on_trial_start:
+                progress.on_trial_start(counted + 1, settings.trials, point)
+            _run_trial(study, trial, point, session, space, settings)
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             study.tell(trial, state=TrialState.FAIL)
@@ -219,7 +249,10 @@ def run_search(
                 trial_result(frozen), best[0] if best and best[0].feasible else None, eta
             )
 
+    confirmed = _confirm_best(study, session, space, settings)
     return SearchResult(
+        confirmed=confirmed,
+        stop_reason=stop_reason,
         study_name=name,
         storage=settings.storage,
         resumed=resumed,
@@ -234,26 +267,49 @@ def run_search(
     )
 
 
+def _confirm_best(study, session, space, settings) -> OperatingPoint | None:
+    """Confirm the best trial's operating point once (kept in the study, so a resumed search
+    that finds no better config reuses it)."""
+    results = finished_results(study)
+    if not results or not results[0].feasible:
+        return None
+    best = results[0]
+    recorded = study.user_attrs.get("confirmed")
+    if recorded and recorded.get("trial") == best.number:
+        return OperatingPoint.from_dict(recorded["operating_point"])
+    assert best.operating_point is not None
+    try:
+        session.load_variant(space.to_variant(best.params))
+        confirmed = confirm_operating_point(
+            lambda spec: session.measure(spec, CONFIRM_MEASURE), best.operating_point
+        )
+    except ServerDiedError:
+        session.restart()
+        return None
+    study.set_user_attr("confirmed", {"trial": best.number, "operating_point": confirmed.to_dict()})
+    return confirmed
+
+
 def _key(point: dict) -> tuple:
     return tuple(sorted(point.items()))
 
 
-def _run_trial(study, trial, point, known, session, space, settings) -> None:
-    """Measure one point and tell the study; failures are told as FAIL with the reason."""
-    twin = known.get(_key(point))
-    if twin is not None:  # TPE re-proposed a finished point: reuse, don't re-measure
-        for key, value in twin.user_attrs.items():
-            if key != "point":
-                trial.set_user_attr(key, value)
-        trial.set_user_attr("duplicate_of", twin.number)
-        if twin.state == TrialState.COMPLETE:
-            for key, value in twin.constraints.items():
-                trial.set_constraint(key, value)
-            study.tell(trial, twin.value)
-        else:
-            study.tell(trial, state=TrialState.FAIL)
-        return
+def _tell_copy(study: optuna.Study, trial: optuna.Trial, twin) -> None:
+    """Tell ``trial`` the result of the finished trial ``twin`` with the same point."""
+    for key, value in twin.user_attrs.items():
+        if key != "point":
+            trial.set_user_attr(key, value)
+    trial.set_user_attr("duplicate_of", twin.number)
+    if twin.state == TrialState.COMPLETE:
+        for key, value in twin.constraints.items():
+            trial.set_constraint(key, value)
+        study.tell(trial, twin.value)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
 
+
+def _run_trial(study, trial, point, session, space, settings) -> None:
+    """Measure one point and tell the study; failures are told as FAIL with the reason."""
     try:
         variant = space.to_variant(point)
         config = session.build_config(variant)

@@ -115,7 +115,10 @@ def trial_result(trial: FrozenTrial) -> TrialResult:
 
 
 def is_counted(trial: FrozenTrial) -> bool:
-    """Trials that count towards ``--trials``: finished ones, not those cut off by Ctrl-C."""
+    """Trials that count towards ``--trials``: distinct configs that finished (measured or failed),
+    not those cut off by Ctrl-C, nor re-proposals of a known point (copied, not measured)."""
+    if trial.user_attrs.get("duplicate_of") is not None:
+        return False
     if trial.state == TrialState.COMPLETE:
         return True
     return trial.state == TrialState.FAIL and not trial.user_attrs.get("interrupted", False)
@@ -124,7 +127,7 @@ def is_counted(trial: FrozenTrial) -> bool:
 def finished_results(study: optuna.Study) -> list[TrialResult]:
     """Completed trials, best (feasible, highest throughput) first."""
     trials = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-    results = [trial_result(t) for t in trials]
+    results = [trial_result(t) for t in trials if is_counted(t)]
     return sorted(results, key=lambda r: (r.feasible, r.throughput), reverse=True)
 
 

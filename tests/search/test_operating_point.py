@@ -1,0 +1,130 @@
+"""The ramp-and-bisect algorithm, driven by a modelled server instead of a real one.
+
+The thing under test is the search over load levels, so the measurement is replaced by a queueing
+model: throughput grows with load up to a capacity, latency follows Little's law past it.
+"""
+
+import pytest
+
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import Measurement, ServerSplit
+from tritontune.measure.stats import LatencyStats, WindowSummary
+from tritontune.search.operating_point import (
+    OperatingPoint,
+    confirm_operating_point,
+    find_operating_point,
+    meets_slo,
+)
+
+
+def measurement(
+    load: LoadSpec, throughput: float, p99: float, errors: int = 0, rate=None, window_p99=()
+):
+    lat = LatencyStats(1000, p99 / 2, p99 / 2, p99, p99, p99, p99, p99)
+    windows = tuple(WindowSummary(1.0, 300, throughput, p99 / 2, w) for w in window_p99)
+    return Measurement(
+        load=load,
+        batch_size=1,
+        throughput=throughput,
+        request_rate=rate if rate is not None else throughput,
+        latency=lat,
+        errors={"UNAVAILABLE": errors} if errors else {},
+        stable=True,
+        windows=windows,
+        throughput_deviation=0.01,
+        p99_deviation=0.02,
+        duration_s=1.0,
+        server=ServerSplit(1000, 500, 2.0, 0.001, 0.001, 0),
+    )
+
+
+class ModelledServer:
+    """Closed loop: service time ``s`` per request, ``capacity`` req/s at most."""
+
+    def __init__(self, service_s: float = 0.002, capacity: float = 2000.0):
+        self.service_s, self.capacity, self.calls = service_s, capacity, []
+
+    def __call__(self, load: LoadSpec) -> Measurement:
+        self.calls.append(load.value)
+        c = load.value
+        throughput = min(c / self.service_s, self.capacity)
+        mean = c / throughput  # Little's law
+        return measurement(load, throughput, p99=1.5 * mean)
+
+
+def test_finds_the_highest_load_under_the_slo():
+    server = ModelledServer()
+    op = find_operating_point(server, 0.050)
+    # p99 = 1.5 * c / 2000 past saturation (c >= 4): the SLO of 50 ms allows c <= 66
+    assert op.feasible
+    assert op.throughput == pytest.approx(2000)
+    assert op.p99_s <= 0.050
+    assert len(server.calls) <= 8
+    assert server.calls[0] == 1
+
+
+def test_stops_ramping_at_saturation_and_at_the_cliff():
+    server = ModelledServer(service_s=0.001, capacity=1000)
+    op = find_operating_point(server, 1.0)  # a loose SLO: saturation ends the ramp
+    assert op.feasible and op.throughput == pytest.approx(1000)
+    assert max(server.calls) <= 64
+
+
+def test_bisection_narrows_between_pass_and_fail():
+    server = ModelledServer()
+    op = find_operating_point(server, 0.050, max_bisections=5, precision=0.05)
+    assert 55 <= op.load <= 66
+    assert all(level.meets_slo == (level.p99_s <= 0.050) for level in op.levels)
+
+
+def test_infeasible_at_the_lowest_load_is_a_constraint_violation():
+    server = ModelledServer(service_s=0.2, capacity=5)
+    op = find_operating_point(server, 0.050)
+    assert not op.feasible
+    assert op.throughput == 0
+    assert op.slo_excess_s == pytest.approx(0.3 - 0.05)
+    assert server.calls == [1]
+
+
+def test_errors_and_unreached_rates_miss_the_slo():
+    spec = LoadSpec.concurrency(4)
+    assert meets_slo(measurement(spec, 100, 0.01), 0.05)
+    assert not meets_slo(measurement(spec, 100, 0.01, errors=50), 0.05)
+    rate = LoadSpec.rate(1000)
+    assert not meets_slo(measurement(rate, 800, 0.01, rate=800), 0.05)
+    assert meets_slo(measurement(rate, 950, 0.01, rate=950), 0.05)
+
+
+def test_round_trip_through_a_dict():
+    op = find_operating_point(ModelledServer(), 0.050)
+    again = OperatingPoint.from_dict(op.to_dict())
+    assert again.load == op.load and again.feasible == op.feasible
+    assert again.throughput == pytest.approx(op.throughput, rel=1e-6)
+    assert len(again.levels) == len(op.levels)
+
+
+def test_confirmation_steps_down_until_the_slo_holds():
+    server = ModelledServer()
+    found = find_operating_point(server, 0.050)
+    slower = ModelledServer(capacity=1500)  # the machine got busier since
+    confirmed = confirm_operating_point(slower, found)
+    assert confirmed.feasible
+    assert confirmed.load < found.load
+    assert confirmed.p99_s <= 0.050
+    never = confirm_operating_point(ModelledServer(service_s=1.0, capacity=1), found)
+    assert not never.feasible and len(never.levels) == 3
+
+
+def test_confirmation_wants_every_window_under_the_slo():
+    found = find_operating_point(ModelledServer(), 0.050)
+    calls = []
+
+    def noisy(load: LoadSpec) -> Measurement:
+        calls.append(load.value)
+        # the merged p99 passes, but at the found load one window's p99 was over the SLO
+        worst = 0.055 if load.value == found.load else 0.045
+        return measurement(load, 2000, 0.048, window_p99=(0.040, worst, 0.044))
+
+    confirmed = confirm_operating_point(noisy, found)
+    assert calls == [found.load, float(int(found.load * 0.8))]
+    assert confirmed.feasible and confirmed.load < found.load

@@ -1,0 +1,126 @@
+"""Real searches on the example model against the real bundled tritonserver (small budgets)."""
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tritontune.config.repository import load_model_source
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import MeasureSettings
+from tritontune.search.runner import SearchProgress, SearchSettings, run_search
+from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.session import TuningSession
+
+pytestmark = pytest.mark.integration
+
+SLO = 0.050
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+SMALL_SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((16, 64)),
+        "dynamic_batching": Choice((False, True)),
+        "max_queue_delay": IntRange(200, 4000, log=True),
+        "preferred_batch_size": Choice(("none",)),
+        "instance_count": Choice((1,)),
+        "intra_op_thread_count": Choice((1,)),
+    }
+)
+
+
+def settings(tmp_path: Path, **overrides) -> SearchSettings:
+    values = dict(
+        slo_p99_s=SLO,
+        trials=4,
+        seed=7,
+        storage=f"sqlite:///{tmp_path / 'study.db'}",
+        study_name="it",
+        measure=FAST,
+    )
+    values.update(overrides)
+    return SearchSettings(**values)
+
+
+@pytest.fixture
+def session(example_repository: Path):
+    with TuningSession(load_model_source(example_repository, "mlp"), settings=FAST) as s:
+        yield s
+
+
+def test_search_finds_a_config_at_least_as_good_as_the_baseline(session, tmp_path: Path):
+    result = run_search(session, SMALL_SPACE, settings(tmp_path))
+    assert len(result.results) == 4
+    assert result.baseline is not None and result.baseline.feasible
+    best = result.best
+    assert best is not None and best.operating_point is not None
+    assert best.throughput >= result.baseline.throughput
+    assert result.confirmed is not None and result.confirmed.feasible
+    assert result.confirmed.p99_s <= SLO
+
+    # Re-measured independently at the confirmed load, the best config meets the SLO.
+    session.load_variant(SMALL_SPACE.to_variant(best.params))
+    again = session.measure(LoadSpec.concurrency(int(result.confirmed.load)), FAST)
+    assert again.error_count == 0
+    assert again.latency.p99 <= SLO
+
+    # The study is the source of truth: every trial carries its operating point and config.
+    study = optuna.load_study(study_name="it", storage=result.storage)
+    for trial in study.trials:
+        assert "operating_point" in trial.user_attrs
+        assert 'backend: "onnxruntime"' in trial.user_attrs["config_pbtxt"]
+    assert study.user_attrs["baseline"]["feasible"]
+
+
+def test_interrupted_search_resumes_to_the_full_count(session, tmp_path: Path):
+    calls = {"starts": 0, "baselines": 0}
+
+    def interrupt_third(n, total, point):
+        calls["starts"] += 1
+        if calls["starts"] == 3:
+            raise KeyboardInterrupt
+
+    def count_baseline():
+        calls["baselines"] += 1
+
+    cfg = settings(tmp_path, trials=3)
+    with pytest.raises(KeyboardInterrupt):
+        run_search(
+            session,
+            SMALL_SPACE,
+            cfg,
+            SearchProgress(on_trial_start=interrupt_third, on_baseline_start=count_baseline),
+        )
+    study = optuna.load_study(study_name="it", storage=cfg.storage)
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 2
+    interrupted = [t for t in study.trials if t.user_attrs.get("interrupted")]
+    assert len(interrupted) == 1
+
+    result = run_search(session, SMALL_SPACE, cfg, SearchProgress(on_baseline_start=count_baseline))
+    assert result.resumed
+    assert calls["baselines"] == 1  # the baseline is not measured again
+    assert len(result.results) == 3
+    assert result.trials_this_run == 1
+    # the point cut off by Ctrl-C is the one measured on resume
+    resumed_trial = max(result.results, key=lambda r: r.number)
+    assert resumed_trial.params == interrupted[0].user_attrs["point"]
+
+
+def test_config_that_fails_to_load_does_not_stop_the_search(session, tmp_path: Path):
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((64,)),
+            "dynamic_batching": Choice((True,)),
+            "max_queue_delay": Choice((1000,)),
+            # onnxruntime can't make a thread pool that large: the model fails in initialize()
+            "intra_op_thread_count": Choice((1, 10**12)),
+        }
+    )
+    result = run_search(session, space, settings(tmp_path, trials=4, seed=3))
+    # Two distinct configs exist: both get measured, re-proposals are not measured again.
+    assert result.stop_reason == "every one of the space's 2 configs was tried"
+    assert len(result.failed) == 1 and len(result.results) == 1
+    assert "failed to load" in (result.failed[0].error or "")
+    assert "TypeError" in (result.failed[0].error or "")  # Triton's own reason is kept
+    assert result.best is not None and result.best.params["intra_op_thread_count"] == 1
+    session.launcher.check_alive()

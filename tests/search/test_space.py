@@ -1,0 +1,117 @@
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tritontune.config.model_config import read_config
+from tritontune.config.validate import TargetCapabilities
+from tritontune.errors import InputError
+from tritontune.search.space import Choice, IntRange, SearchSpace, default_space, load_space_file
+
+
+@pytest.fixture
+def base(example_repository: Path):
+    return read_config(example_repository / "mlp" / "config.pbtxt")
+
+
+def test_default_space_from_model_and_server(base):
+    space = default_space(
+        base, TargetCapabilities(gpu_count=0), slo_p99_s=0.05, batch_dim_dynamic=True, cpu_count=2
+    )
+    dims = space.dimensions
+    assert dims["max_batch_size"] == Choice((1, 2, 4, 8, 16, 32, 64, 128))
+    assert dims["dynamic_batching"] == Choice((False, True))  # batching is not assumed to help
+    assert dims["max_queue_delay"] == IntRange(20, 25_000, log=True)  # up to half the SLO
+    assert dims["instance_kind"] == Choice(("cpu",))
+    assert dims["instance_count"] == IntRange(1, 2)
+    assert dims["intra_op_thread_count"] == IntRange(1, 2)
+    assert "response_cache" not in dims
+    gpu = default_space(base, TargetCapabilities(gpu_count=2), slo_p99_s=0.05, batch_dim_dynamic=False)
+    assert gpu.dimensions["instance_kind"] == Choice(("gpu",))
+    assert gpu.dimensions["max_batch_size"].values[-1] == 64  # the config's limit
+
+
+def test_batching_knobs_only_when_batching_is_on():
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((8, 16)),
+            "dynamic_batching": Choice((False, True)),
+            "max_queue_delay": IntRange(100, 1000, log=True),
+            "preferred_batch_size": Choice(("none", "max")),
+        }
+    )
+    off = space.suggest(optuna.trial.FixedTrial({"max_batch_size": 8, "dynamic_batching": False}))
+    assert off == {"max_batch_size": 8, "dynamic_batching": False}
+    variant = space.to_variant(off)
+    assert variant.dynamic_batching is False and variant.max_queue_delay_us is None
+
+    point = {
+        "max_batch_size": 16,
+        "dynamic_batching": True,
+        "max_queue_delay": 500,
+        "preferred_batch_size": "max",
+    }
+    assert space.suggest(optuna.trial.FixedTrial(point)) == point
+    variant = space.to_variant(point)
+    assert variant.preferred_batch_sizes == (16,)
+    assert variant.max_queue_delay_us == 500
+    none = space.to_variant({**point, "preferred_batch_size": "none"})
+    assert none.preferred_batch_sizes == ()
+
+
+def test_fixed_dimensions_are_not_asked_for():
+    space = SearchSpace({"instance_count": IntRange(2, 2), "intra_op_thread_count": Choice((1,))})
+    point = space.suggest(optuna.trial.FixedTrial({}))
+    assert point == {"instance_count": 2, "intra_op_thread_count": 1}
+    variant = space.to_variant(point)
+    assert variant.backend_parameters == {"intra_op_thread_count": "1"}
+    assert space.size() == 1
+
+
+def test_space_file_fixes_narrows_widens(tmp_path: Path, base):
+    defaults = default_space(base, TargetCapabilities(), slo_p99_s=0.05, batch_dim_dynamic=True)
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "max_batch_size: [8, 16, 32, 64]\n"
+        "max_queue_delay: {min: 100us, max: 10ms}\n"
+        "instance_count: {min: 1, max: 6}\n"
+        "intra_op_thread_count: 1\n"
+        "response_cache: [false]\n"
+        "preferred_batch_size: [none, max]\n"
+    )
+    space = load_space_file(path, defaults)
+    assert space.dimensions["max_batch_size"] == Choice((8, 16, 32, 64))
+    assert space.dimensions["max_queue_delay"] == IntRange(100, 10_000, log=True)
+    assert space.dimensions["instance_count"] == IntRange(1, 6)
+    assert space.dimensions["intra_op_thread_count"] == Choice((1,))
+    assert space.dimensions["dynamic_batching"] == defaults.dimensions["dynamic_batching"]
+    assert space.describe()["max_queue_delay"] == "100us..10ms (log)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("max_batch_sise: [8]\n", "unknown dimension(s) max_batch_sise"),
+        ("instance_count: {min: 4, max: 2}\n", "empty range (min 4 > max 2)"),
+        ("max_batch_size: []\n", "empty list"),
+        ("max_batch_size: [8, big]\n", "'big' is not a whole number >= 0"),
+        ("max_queue_delay: [soon]\n", "'soon' is not a duration"),
+        ("dynamic_batching: {min: 1, max: 2}\n", "takes a list of values, not a range"),
+        ("instance_count: {min: 1}\n", "a range is {min: ..., max: ...}"),
+        ("preferred_batch_size: [all]\n", "'all' is not one of none, max"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("max_batch_size: [8\n", "not valid YAML"),
+    ],
+)
+def test_bad_space_files(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_space_file(path, SearchSpace({}))
+    assert message in str(err.value)
+    assert str(err.value).startswith(str(path))
+
+
+def test_missing_space_file(tmp_path: Path):
+    with pytest.raises(InputError, match="cannot read the space file"):
+        load_space_file(tmp_path / "absent.yaml", SearchSpace({}))
