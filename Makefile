@@ -27,8 +27,14 @@ system-deps:
 examples/model_repository/mlp/1/model.onnx: examples/make_example_model.py | setup
 	$(PY) examples/make_example_model.py
 
-# The main job on the bundled example, against a tritonserver launched locally.
+# The main job on the bundled example, against a tritonserver launched locally (~3 minutes).
+# Running it again resumes the same study (add trials with --trials N).
 demo: setup examples/model_repository/mlp/1/model.onnx
+	$(VENV)/bin/tritontune search --model-repository examples/model_repository --model mlp \
+	  --slo-p99 50ms --trials 12 --seed 1
+
+# One config at a few load levels.
+profile-demo: setup examples/model_repository/mlp/1/model.onnx
 	$(VENV)/bin/tritontune profile --model-repository examples/model_repository --model mlp \
 	  --max-queue-delay 2ms --concurrency 1,4,16
 
@@ -53,6 +59,7 @@ format: setup
 bench: setup
 	@ldconfig -p | grep -q libb64.so.0d || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libb64-0d; }
 	$(PY) bench/loadgen.py
+	$(PY) bench/search_efficiency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -427,12 +427,15 @@ def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSe
         transient=True,
     ) as bar:
         task = bar.add_task("baseline", total=settings.trials, status="")
+        measured = []
 
         def baseline_start() -> None:
+            measured.append(True)
             bar.update(task, description="measuring the base config (baseline)")
 
         def baseline(op: OperatingPoint) -> None:
-            err_console.print(f"baseline: {_op_text(op, unit)}", highlight=False)
+            source = "measured now" if measured else "from the study"
+            err_console.print(f"baseline ({source}): {_op_text(op, unit)}", highlight=False)
 
         def trial_start(n: int, total: int | None, point: dict) -> None:
             bar.update(task, description=f"trial {n}/{total or '?'}")

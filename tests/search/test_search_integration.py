@@ -124,3 +124,24 @@ def test_config_that_fails_to_load_does_not_stop_the_search(session, tmp_path: P
     assert "TypeError" in (result.failed[0].error or "")  # Triton's own reason is kept
     assert result.best is not None and result.best.params["intra_op_thread_count"] == 1
     session.launcher.check_alive()
+
+
+def test_poisson_search_finds_an_arrival_rate(session, tmp_path: Path):
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((64,)),
+            "dynamic_batching": Choice((True,)),
+            "max_queue_delay": Choice((1000,)),
+            "instance_count": Choice((1,)),
+            "intra_op_thread_count": Choice((1,)),
+        }
+    )
+    result = run_search(session, space, settings(tmp_path, trials=1, load="poisson"))
+    assert result.load_mode == "rate"
+    best = result.best
+    assert best is not None and best.operating_point is not None
+    op = best.operating_point
+    assert op.load_mode == "rate" and op.load > 0
+    # open loop: what got done is close to what was offered at the operating point
+    assert op.throughput >= 0.9 * op.load
+    assert any(not level.meets_slo for level in op.levels) or op.load >= 256

@@ -74,6 +74,8 @@ class SearchSettings:
     study_name: str | None = None
     measure: MeasureSettings = SEARCH_MEASURE
     max_load: float = 512
+    sampler: optuna.samplers.BaseSampler | None = None
+    """Another Optuna sampler (e.g. ``GridSampler`` for an exhaustive baseline); TPE by default."""
 
     @property
     def load_mode(self) -> str:
@@ -180,7 +182,7 @@ def run_search(
     )
     with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        sampler = make_sampler(settings)
+        sampler = settings.sampler or make_sampler(settings)
     study, resumed = open_study(settings.storage, name, identity=identity, sampler=sampler)
     if not resumed:
         study.set_user_attr("space", space.to_dict())

@@ -1,0 +1,117 @@
+"""`tritontune search` from the command line: bad input, and a real Ctrl-C followed by a resume."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import tritonserver_processes
+from tritontune.cli import app
+
+runner = CliRunner()
+
+
+def search(*args: str):
+    return runner.invoke(app, ["search", *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slo-p99", "soon"], "--slo-p99: 'soon' is not a duration"),
+        (["--slo-p99", "0ms"], "--slo-p99: must be above 0"),
+        (["--slo-p99", "50ms", "--load", "bursty"], "--load: 'bursty' is not one of"),
+        (["--slo-p99", "50ms", "--timeout", "later"], "--timeout: 'later' is not a duration"),
+    ],
+)
+def test_bad_search_options(example_repository: Path, args, message):
+    result = search("-r", str(example_repository), "-m", "mlp", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_slo_is_required(example_repository: Path):
+    result = search("-r", str(example_repository), "-m", "mlp")
+    assert result.exit_code != 0
+    assert "--slo-p99" in result.output
+
+
+@pytest.mark.integration
+def test_bad_space_file_and_storage(example_repository: Path, tmp_path: Path):
+    space = tmp_path / "space.yaml"
+    space.write_text("instance_count: {min: 3, max: 1}\n")
+    result = search(
+        "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms", "--space", str(space),
+        "--storage", f"sqlite:///{tmp_path / 's.db'}",
+    )  # fmt: skip
+    assert result.exit_code == 2 and "empty range (min 3 > max 1)" in result.output
+    result = search(
+        "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
+        "--storage", "sqlite:////no/such/dir/s.db",
+    )  # fmt: skip
+    assert (
+        result.exit_code == 2
+        and "--storage sqlite:////no/such/dir/s.db: cannot be opened" in result.output
+    )
+
+
+@pytest.mark.integration
+def test_study_of_another_slo_is_refused(example_repository: Path, tmp_path: Path):
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(storage=storage, study_name="shared", direction="maximize")
+    for key, value in {"model": "mlp", "slo_p99_s": 0.02, "load_mode": "concurrency"}.items():
+        study.set_user_attr(key, value)
+    result = search(
+        "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
+        "--storage", storage, "--study", "shared",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "was created for model 'mlp', p99 SLO 20ms" in result.output
+
+
+@pytest.mark.integration
+def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path: Path):
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "max_batch_size: [16, 64]\nmax_queue_delay: {min: 200us, max: 4ms}\n"
+        "instance_count: 1\nintra_op_thread_count: 1\ninter_op_thread_count: 1\n"
+    )
+    results = tmp_path / "results.json"
+    command = [
+        sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
+        "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
+        "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
+        "--results", str(results), "--warmup", "0.2s", "--window", "0.3s",
+    ]  # fmt: skip
+    before = set(tritonserver_processes())
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 240
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait for the first finished trial, then press Ctrl-C
+        lines.append(line)
+        if line.startswith("trial 0:") or time.monotonic() > deadline:
+            break
+    time.sleep(1.0)  # inside the next trial
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    output = "".join(lines) + rest
+    assert proc.returncode == 130, output
+    assert "run the same command again to resume" in output
+    assert set(tritonserver_processes()) - before == set()
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    data = json.loads(results.read_text())
+    assert data["completed_trials"] == 3
+    assert data["trials_this_run"] == 2
+    assert data["confirmed"]["feasible"]
+    assert "baseline (measured now)" in output
+    assert "baseline (from the study)" in again.stderr  # reported, not measured again
