@@ -85,6 +85,22 @@ def user_errors():
         raise typer.Exit(141) from None
 
 
+# Options shared by the commands that run a model on a server.
+RepositoryOption = Annotated[
+    Path, typer.Option("--model-repository", "-r", help="The model repository directory.")
+]
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model name in the repository.")]
+BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per request.", min=1)]
+InputDataOption = Annotated[
+    Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
+]
+LaunchOption = Annotated[str, typer.Option(help="local (start tritonserver) or remote (--url).")]
+UrlOption = Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")]
+TritonserverOption = Annotated[
+    Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
+]
+
+
 def _version(value: bool) -> None:
     if value:
         console.print(f"tritontune {__version__}")
@@ -172,10 +188,8 @@ def _levels_table(result: ProfileResult) -> Table:
 
 @app.command()
 def profile(
-    model_repository: Annotated[
-        Path, typer.Option("--model-repository", "-r", help="The model repository directory.")
-    ],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model name in the repository.")],
+    model_repository: RepositoryOption,
+    model: ModelOption,
     max_batch_size: Annotated[int | None, typer.Option(help="Set max_batch_size.")] = None,
     dynamic_batching: Annotated[
         bool | None,
@@ -201,19 +215,15 @@ def profile(
         str | None, typer.Option(help="Open-loop request rates in req/s, e.g. 100,400.")
     ] = None,
     arrival: Annotated[str, typer.Option(help="Open-loop arrivals: poisson or constant.")] = "poisson",
-    batch_size: Annotated[int, typer.Option(help="Client batch size per request.", min=1)] = 1,
-    input_data: Annotated[
-        Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
-    ] = None,
+    batch_size: BatchSizeOption = 1,
+    input_data: InputDataOption = None,
     dynamic_dim: Annotated[int, typer.Option(help="Size used for dynamic (-1) input dims.", min=1)] = 16,
     warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "1s",
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
     max_windows: Annotated[int, typer.Option(help="Windows before giving up on stability.", min=3)] = 8,
-    launch: Annotated[str, typer.Option(help="local (start tritonserver) or remote (--url).")] = "local",
-    url: Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")] = None,
-    tritonserver: Annotated[
-        Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
-    ] = None,
+    launch: LaunchOption = "local",
+    url: UrlOption = None,
+    tritonserver: TritonserverOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
@@ -307,10 +317,8 @@ def run() -> None:  # pragma: no cover - console entry for `python -m tritontune
 
 @app.command()
 def search(
-    model_repository: Annotated[
-        Path, typer.Option("--model-repository", "-r", help="The model repository directory.")
-    ],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model name in the repository.")],
+    model_repository: RepositoryOption,
+    model: ModelOption,
     slo_p99: Annotated[str, typer.Option(help="The latency SLO on p99, e.g. 50ms.")],
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
@@ -328,17 +336,13 @@ def search(
     results: Annotated[
         Path | None, typer.Option(help="Results JSON (default: STUDY.results.json).")
     ] = None,
-    batch_size: Annotated[int, typer.Option(help="Client batch size per request.", min=1)] = 1,
-    input_data: Annotated[
-        Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
-    ] = None,
-    warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.3s",
-    window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.5s",
-    launch: Annotated[str, typer.Option(help="local (start tritonserver) or remote (--url).")] = "local",
-    url: Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")] = None,
-    tritonserver: Annotated[
-        Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
-    ] = None,
+    batch_size: BatchSizeOption = 1,
+    input_data: InputDataOption = None,
+    warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.2s",
+    window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.3s",
+    launch: LaunchOption = "local",
+    url: UrlOption = None,
+    tritonserver: TritonserverOption = None,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors():

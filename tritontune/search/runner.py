@@ -53,7 +53,7 @@ LoadChoice = Literal["concurrency", "poisson"]
 
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
 #: the minimum of replies per window still hold.
-SEARCH_MEASURE = MeasureSettings(warmup_s=0.3, window_s=0.5, min_window_requests=50, max_windows=6)
+SEARCH_MEASURE = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=6)
 #: The winner is confirmed with longer windows: more samples, a truer p99.
 CONFIRM_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=8)
 
@@ -317,7 +317,7 @@ def _run_trial(study, trial, point, session, space, settings) -> None:
         config = session.build_config(variant)
         trial.set_user_attr("knobs", describe_config(config))
         trial.set_user_attr("config_pbtxt", config_to_text(config))
-        op = _operating_point(session, variant, settings)
+        op = measure_operating_point(session, variant, settings)
     except (ConfigError, ModelLoadError, ServerError) as err:
         trial.set_user_attr("error", str(err))
         if isinstance(err, ServerDiedError) or not _alive(session):
@@ -338,9 +338,10 @@ def _alive(session: TuningSession) -> bool:
     return True
 
 
-def _operating_point(
+def measure_operating_point(
     session: TuningSession, variant: Variant, settings: SearchSettings
 ) -> OperatingPoint:
+    """Load ``variant`` and find its operating point, exactly as a search trial does."""
     session.load_variant(variant)
 
     def measure(spec: LoadSpec):
@@ -364,10 +365,10 @@ def _measure_with_restart(
     session: TuningSession, variant: Variant, settings: SearchSettings
 ) -> OperatingPoint:
     try:
-        return _operating_point(session, variant, settings)
+        return measure_operating_point(session, variant, settings)
     except ServerDiedError:
         session.restart()
-        return _operating_point(session, variant, settings)
+        return measure_operating_point(session, variant, settings)
 
 
 __all__ = [
@@ -376,5 +377,6 @@ __all__ = [
     "SearchResult",
     "SearchSettings",
     "make_sampler",
+    "measure_operating_point",
     "run_search",
 ]
