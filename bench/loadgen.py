@@ -71,19 +71,33 @@ def perf_analyzer_env() -> dict[str, str]:
 
 
 def perf_analyzer(grpc_url: str, model: str, concurrency: int, workdir: Path) -> dict[str, float]:
-    """One perf_analyzer run at ``concurrency``: its requests/s and latency percentiles (s)."""
+    """One perf_analyzer run at ``concurrency``: its requests/s and latency percentiles (s).
+
+    perf_analyzer gives up when its windows don't settle within 10 %; on 2 shared cores that
+    happens at high concurrency, so it is run once more at 25 % and the result flagged ``loose``.
+    """
     binary = shutil.which("perf_analyzer", path=str(Path(sys.executable).parent))
     if binary is None:
         sys.exit("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0'")
     csv_path = workdir / f"pa_{model}_{concurrency}.csv"
-    command = [
-        binary, "-m", model, "-u", grpc_url, "-i", "grpc",
-        "--concurrency-range", f"{concurrency}:{concurrency}",
-        "--measurement-interval", str(int(SETTINGS.window_s * 1000)),
-        "--stability-percentage", "10", "--max-trials", str(SETTINGS.max_windows),
-        "-f", str(csv_path),
-    ]  # fmt: skip
-    run = subprocess.run(command, capture_output=True, text=True, env=perf_analyzer_env(), timeout=300)
+    run = None
+    for stability in (10, 25):
+        command = [
+            binary, "-m", model, "-u", grpc_url, "-i", "grpc",
+            "--concurrency-range", f"{concurrency}:{concurrency}",
+            "--measurement-interval", str(int(SETTINGS.window_s * 1000)),
+            "--stability-percentage", str(stability), "--max-trials", str(SETTINGS.max_windows),
+            "-f", str(csv_path),
+        ]  # fmt: skip
+        csv_path.unlink(missing_ok=True)
+        run = subprocess.run(
+            command, capture_output=True, text=True, env=perf_analyzer_env(), timeout=300
+        )
+        if run.returncode == 0 and csv_path.is_file():
+            break
+        if "Failed to obtain stable measurement" not in run.stdout + run.stderr:
+            break
+    assert run is not None
     if run.returncode != 0 or not csv_path.is_file():
         sys.exit(f"perf_analyzer failed ({run.returncode}): {run.stdout[-500:]} {run.stderr[-500:]}")
     with open(csv_path) as handle:
@@ -92,6 +106,7 @@ def perf_analyzer(grpc_url: str, model: str, concurrency: int, workdir: Path) ->
         "rate": float(row["Inferences/Second"]),
         "p50": float(row["p50 latency"]) / 1e6,
         "p99": float(row["p99 latency"]) / 1e6,
+        "loose": stability != 10,
     }
 
 
@@ -140,8 +155,16 @@ def main() -> None:
             for level in rate_levels:
                 a = ours(url, "identity", level, meta["identity"])
                 b = perf_analyzer(url, "identity", level, workdir)
-                results["max_rate"][level] = {"tritontune": a["rate"], "perf_analyzer": b["rate"]}
-                print(f"{level:>12} {a['rate']:>17,.0f} {b['rate']:>20,.0f}")
+                results["max_rate"][level] = {
+                    "tritontune": a["rate"],
+                    "tritontune_stable": a["stable"],
+                    "perf_analyzer": b["rate"],
+                    "perf_analyzer_within_10pct": not b["loose"],
+                }
+                notes = ("" if a["stable"] else " tritontune unstable") + (
+                    " perf_analyzer stable only within 25%" if b["loose"] else ""
+                )
+                print(f"{level:>12} {a['rate']:>17,.0f} {b['rate']:>20,.0f}{notes}")
             best_ours = max(r["tritontune"] for r in results["max_rate"].values())
             best_pa = max(r["perf_analyzer"] for r in results["max_rate"].values())
             ratio = best_ours / best_pa

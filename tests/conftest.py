@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,52 @@ def tritonserver_processes() -> list[str]:
         for line in out.splitlines()
         if ("bin/tritonserver" in line or "triton_python_backend_stub" in line) and "ps -eo" not in line
     ]
+
+
+@dataclass(frozen=True)
+class SmallStudies:
+    """Two finished studies of the example model in one storage: a tight SLO and a loose one."""
+
+    storage: str
+    tight: str
+    loose: str
+    tight_slo_s: float
+    loose_slo_s: float
+
+
+@pytest.fixture(scope="session")
+def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: Path) -> SmallStudies:
+    """Real searches (small budgets) on the real bundled tritonserver, shared by the tests of
+    export, check and report, which only read them."""
+    from tritontune.config.repository import load_model_source
+    from tritontune.measure.runner import MeasureSettings
+    from tritontune.search.runner import SearchSettings, run_search
+    from tritontune.search.space import Choice, SearchSpace
+    from tritontune.session import TuningSession
+
+    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+    storage = f"sqlite:///{tmp_path_factory.mktemp('studies') / 'studies.db'}"
+    fixed = {
+        "dynamic_batching": Choice((True,)),
+        "preferred_batch_size": Choice(("none",)),
+        "instance_count": Choice((1,)),
+        "intra_op_thread_count": Choice((1,)),
+        "inter_op_thread_count": Choice((1,)),
+    }
+    tight = SearchSpace(
+        {"max_batch_size": Choice((16, 64)), "max_queue_delay": Choice((500, 2000)), **fixed}
+    )
+    loose = SearchSpace({"max_batch_size": Choice((64,)), "max_queue_delay": Choice((8000,)), **fixed})
+    studies = SmallStudies(storage, "mlp-tight", "mlp-loose", 0.050, 0.200)
+    source = load_model_source(example_repository, "mlp")
+    with TuningSession(source, settings=fast) as session:
+        for name, space, slo, trials in (
+            (studies.tight, tight, studies.tight_slo_s, 3),
+            (studies.loose, loose, studies.loose_slo_s, 1),
+        ):
+            settings = SearchSettings(
+                slo_p99_s=slo, trials=trials, seed=1, storage=storage, study_name=name, measure=fast
+            )
+            result = run_search(session, space, settings)
+            assert result.best is not None, f"the {name} study found no config under its SLO"
+    return studies

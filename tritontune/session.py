@@ -25,7 +25,7 @@ from tritontune.config.repository import (
     load_model_source,
 )
 from tritontune.config.validate import validate_config
-from tritontune.config.variant import Variant, apply_variant
+from tritontune.config.variant import FP32, Variant, apply_variant, variant_filename
 from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
 from tritontune.measure.inputs import (
     build_requests,
@@ -35,6 +35,7 @@ from tritontune.measure.inputs import (
 )
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import Measurement, MeasureSettings, measure_load
+from tritontune.precision.prepare import PrecisionCheck, prepare_precisions
 from tritontune.server.client import TritonClient
 from tritontune.server.launcher import ServerInfo, TritonLauncher
 from tritontune.server.local import LocalTritonLauncher
@@ -85,6 +86,8 @@ class TuningSession:
         self.tuned_config: ModelConfig | None = None
         self.last_switch_s: float | None = None
         self.restarts = 0
+        self.precisions: dict[str, PrecisionCheck] = {}
+        """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
         self._requests: list = []
         self._was_loaded_remotely = False
         self._onnx_shapes = onnx_io_shapes(source.model_file) if source.backend == ONNX_BACKEND else None
@@ -167,8 +170,45 @@ class TuningSession:
             self._load(self.tuned_config)
 
     # -- variants ----------------------------------------------------------------------------
+    def prepare_precisions(
+        self, precisions: list[str], *, tolerance_overrides: dict[str, float] | None = None
+    ) -> dict[str, PrecisionCheck]:
+        """Build and accuracy-check precision variants; accepted ones become loadable.
+
+        Variants are files placed beside the model in the working repository, so they need a
+        server tritontune launched (a remote server reads its own repository).
+        """
+        if self.source.backend != ONNX_BACKEND:
+            raise InputError(
+                f"model {self.name!r} uses the {self.source.backend!r} backend: precision variants "
+                "are built for ONNX models only"
+            )
+        if any(p != FP32 for p in precisions) and not self.launcher.owns_server:
+            raise InputError(
+                "precision variants are files tritontune places in the server's model repository; "
+                "a remote server reads its own, so use --launch local (or docker)"
+            )
+        checks = prepare_precisions(
+            self.source.model_file,
+            self.source.base_config,
+            precisions,
+            input_data=self.workload.input_data,
+            tolerance_overrides=tolerance_overrides,
+        )
+        for precision, check in checks.items():
+            if check.accepted and precision != FP32 and check.path is not None:
+                filename = variant_filename(self.source.model_file.name, precision)
+                self.repository.add_file(self.source, filename, check.path)
+        self.precisions.update(checks)
+        return checks
+
     def build_config(self, variant: Variant) -> ModelConfig:
         """The tuned config for ``variant`` (the user's backend), validated for this server."""
+        if variant.precision not in (None, FP32):
+            check = self.precisions.get(variant.precision)
+            if check is None or not check.accepted:
+                why = check.reason if check else "not prepared (TuningSession.prepare_precisions)"
+                raise ConfigError(f"precision {variant.precision!r} of {self.name!r}: {why}")
         config = apply_variant(self.source.base_config, variant)
         validate_config(config, self.info.capabilities)
         if self._onnx_shapes is not None:
@@ -249,14 +289,16 @@ class TuningSession:
             raise ServerError(f"every request to {self.name!r} failed ({kind} x{count}): {example}")
         return measurement
 
-    def measure_with_restart(self, load: LoadSpec, retries: int = 1) -> tuple[Measurement, int]:
+    def measure_with_restart(
+        self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None
+    ) -> tuple[Measurement, int]:
         """:meth:`measure`, restarting a server that died up to ``retries`` times.
 
         Returns the measurement and how many restarts it took.
         """
         for attempt in range(retries + 1):
             try:
-                return self.measure(load), attempt
+                return self.measure(load, settings), attempt
             except ServerDiedError:
                 if attempt == retries or not self.launcher.owns_server:
                     raise

@@ -92,3 +92,18 @@ def parse_rate_list(text: str, *, what: str = "--request-rate") -> list[float]:
     if not parts:
         raise InputError(f"{what}: expected at least one rate, e.g. 100,400")
     return [parse_rate(p, what=what) for p in parts]
+
+
+def parse_fraction(text: str | float, *, what: str) -> float:
+    """Parse ``10%`` or ``0.1`` into 0.1; must lie in [0, 1)."""
+    raw = str(text).strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw.removesuffix("%").strip())
+    except ValueError:
+        raise InputError(f"{what}: {text!r} is not a fraction; expected e.g. 10% or 0.1") from None
+    if percent:
+        value /= 100
+    if not 0 <= value < 1:
+        raise InputError(f"{what}: {text!r} must be at least 0 % and below 100 %")
+    return value

@@ -7,6 +7,7 @@ Triton would reject is caught here, with the file and line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -52,6 +53,11 @@ def read_config(path: Path) -> ModelConfig:
 def config_to_text(config: ModelConfig) -> str:
     """The config in protobuf text format, as Triton reads it from ``config.pbtxt``."""
     return text_format.MessageToString(config)
+
+
+def config_digest(config: ModelConfig) -> str:
+    """sha256 of the config's canonical text: whitespace, comments and field order don't count."""
+    return hashlib.sha256(config_to_text(config).encode("utf-8")).hexdigest()
 
 
 def write_config(config: ModelConfig, path: Path) -> None:

@@ -9,6 +9,7 @@ or exports keeps the user's backend.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -51,6 +52,23 @@ class ModelSource:
             "model.onnx" if self.backend == ONNX_BACKEND else "model"
         )
         return self.directory / self.version / filename
+
+    def version_files(self) -> list[Path]:
+        """Every file of the served version, relative to the model directory (e.g. ``1/model.onnx``)."""
+        root = self.directory / self.version
+        return sorted(p.relative_to(self.directory) for p in root.rglob("*") if p.is_file())
+
+    def file_digests(self) -> dict[str, str]:
+        """sha256 of each file of the served version, keyed by its path in the model directory."""
+        return {str(rel): file_sha256(self.directory / rel) for rel in self.version_files()}
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _latest_version(directory: Path) -> str:
@@ -136,7 +154,7 @@ class ServedModel:
         skeleton = render_config(
             "python_onnx/config.pbtxt.j2",
             name=self.name,
-            onnx_file=self.source.model_file.name,
+            onnx_file=tuned.default_model_filename or self.source.model_file.name,
         )
         served.ClearField("platform")
         served.ClearField("default_model_filename")
@@ -185,6 +203,14 @@ class WorkingRepository:
             )
         write_config(served.served_config(source.base_config), target / "config.pbtxt")
         return served
+
+    def add_file(self, source: ModelSource, filename: str, target: Path) -> None:
+        """Link ``target`` into ``source``'s version directory as ``filename`` (e.g. a precision
+        variant ``model.fp16.onnx``); the model must have been added."""
+        link = self.root / source.name / source.version / filename
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(Path(target).resolve())
 
     def __repr__(self) -> str:
         return f"WorkingRepository({os.fspath(self.root)!r})"

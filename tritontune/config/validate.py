@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
 
-from tritontune.config.model_config import ModelConfig
+from tritontune.config.model_config import ModelConfig, backend_of
 from tritontune.errors import ConfigError
 
 
@@ -77,6 +77,18 @@ def config_problems(config: ModelConfig, target: TargetCapabilities | None = Non
                         f"instance_group[{i}].gpus: GPU {gpu} does not exist "
                         f"(the server has {target.gpu_count})"
                     )
+
+    for accelerator in config.optimization.execution_accelerators.gpu_execution_accelerator:
+        where = f"optimization.execution_accelerators.gpu_execution_accelerator[{accelerator.name!r}]"
+        if accelerator.name == "tensorrt" and backend_of(config) != "onnxruntime":
+            problems.append(f"{where}: TensorRT acceleration is an onnxruntime backend option")
+        mode = accelerator.parameters.get("precision_mode")
+        if mode is not None and mode not in ("FP32", "FP16", "INT8"):
+            problems.append(f"{where}: precision_mode {mode!r} is not one of FP32, FP16, INT8")
+        if target is not None and target.gpu_count == 0:
+            problems.append(f"{where}: needs a GPU, and the server has none")
+        if any(g.kind == ModelInstanceGroup.KIND_CPU for g in config.instance_group):
+            problems.append(f"{where}: GPU accelerators need KIND_GPU instances, not KIND_CPU")
 
     if config.response_cache.enable and target is not None and not target.response_cache:
         problems.append(

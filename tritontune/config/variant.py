@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+from tritonclient.grpc import model_config_pb2
 from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup, ModelQueuePolicy
 
 from tritontune.config.model_config import ModelConfig, copy_config, set_parameter
@@ -19,6 +20,32 @@ TIMEOUT_ACTIONS = {
     "reject": ModelQueuePolicy.REJECT,
     "delay": ModelQueuePolicy.DELAY,
 }
+#: The model's own weights; other precisions are files built by :mod:`tritontune.precision`.
+FP32 = "fp32"
+#: Precisions whose variant takes FP16 inputs and outputs (the config's data types follow).
+FP16_IO = "fp16_io"
+#: TensorRT's ``precision_mode`` values (onnxruntime backend on a GPU).
+TENSORRT_PRECISIONS = ("FP32", "FP16", "INT8")
+DEFAULT_ONNX_FILENAME = "model.onnx"
+
+
+def variant_filename(base_filename: str, precision: str) -> str:
+    """``model.onnx`` -> ``model.fp16.onnx``: where a precision variant sits beside the model."""
+    if precision == FP32:
+        return base_filename
+    stem, dot, suffix = base_filename.rpartition(".")
+    return f"{stem}.{precision}.{suffix}" if dot else f"{base_filename}.{precision}"
+
+
+def precision_of(config: ModelConfig, base_filename: str = DEFAULT_ONNX_FILENAME) -> str:
+    """The precision a config serves, read back from its model file name (FP32 by default)."""
+    name = config.default_model_filename
+    stem = base_filename.rpartition(".")[0] or base_filename
+    if name and name != base_filename and name.startswith(stem + "."):
+        middle = name[len(stem) + 1 :].rpartition(".")[0]
+        if middle:
+            return middle
+    return FP32
 
 
 @dataclass(frozen=True)
@@ -36,6 +63,11 @@ class Variant:
     instance_kind: str | None = None
     response_cache: bool | None = None
     backend_parameters: Mapping[str, str] = field(default_factory=dict)
+    precision: str | None = None
+    """A precision variant of the model file (``fp16``, ``int8_dynamic``, ...); see
+    :mod:`tritontune.precision`, which builds and checks the file."""
+    tensorrt_precision: str | None = None
+    """On a GPU with the onnxruntime backend: TensorRT's ``precision_mode`` (FP32/FP16/INT8)."""
 
     def wants_dynamic_batching(self) -> bool | None:
         """On if asked, or implied by a batching knob; ``None`` when the variant doesn't say."""
@@ -105,7 +137,42 @@ def apply_variant(base: ModelConfig, variant: Variant) -> ModelConfig:
 
     for key, value in variant.backend_parameters.items():
         set_parameter(config, key, value)
+
+    if variant.precision is not None:
+        _set_precision(config, base, variant.precision)
+    if variant.tensorrt_precision is not None:
+        _set_tensorrt(config, variant.tensorrt_precision)
     return config
+
+
+def _set_precision(config: ModelConfig, base: ModelConfig, precision: str) -> None:
+    """Point the config at the precision's model file; FP16 I/O also changes the data types."""
+    base_file = base.default_model_filename or DEFAULT_ONNX_FILENAME
+    if precision == FP32:
+        config.default_model_filename = base.default_model_filename
+    else:
+        config.default_model_filename = variant_filename(base_file, precision)
+    if precision == FP16_IO:
+        for tensor in list(config.input) + list(config.output):
+            if tensor.data_type == model_config_pb2.TYPE_FP32:
+                tensor.data_type = model_config_pb2.TYPE_FP16
+
+
+def _set_tensorrt(config: ModelConfig, precision: str) -> None:
+    """One TensorRT GPU accelerator with ``precision_mode`` (replacing any other TensorRT one)."""
+    mode = precision.upper()
+    if mode not in TENSORRT_PRECISIONS:
+        raise ConfigError(
+            f"variant: tensorrt precision {precision!r} is not one of {', '.join(TENSORRT_PRECISIONS)}"
+        )
+    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
+    kept = [a for a in accelerators if a.name != "tensorrt"]
+    del accelerators[:]
+    accelerators.extend(kept)
+    trt = accelerators.add(name="tensorrt")
+    trt.parameters["precision_mode"] = mode
+    # TensorRT's default workspace is small for batched models; 1 GiB is the NGC examples' value.
+    trt.parameters["max_workspace_size_bytes"] = str(1 << 30)
 
 
 _QUEUE_KNOBS = {
@@ -152,4 +219,10 @@ def describe_config(config: ModelConfig) -> dict:
         knobs["response_cache"] = config.response_cache.enable
     if config.parameters:
         knobs["parameters"] = {k: v.string_value for k, v in sorted(config.parameters.items())}
+    precision = precision_of(config)
+    if precision != FP32:
+        knobs["precision"] = precision
+    for accelerator in config.optimization.execution_accelerators.gpu_execution_accelerator:
+        if accelerator.name == "tensorrt":
+            knobs["tensorrt_precision"] = accelerator.parameters.get("precision_mode", "FP32")
     return knobs

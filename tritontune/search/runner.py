@@ -18,7 +18,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import optuna
@@ -28,6 +28,7 @@ from tritontune import __version__
 from tritontune.config.model_config import config_to_text
 from tritontune.config.variant import Variant, describe_config
 from tritontune.errors import ConfigError, ModelLoadError, ServerDiedError, ServerError
+from tritontune.hostinfo import describe_host
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import MeasureSettings
 from tritontune.search.operating_point import (
@@ -40,6 +41,7 @@ from tritontune.search.study import (
     DEFAULT_STORAGE,
     TrialResult,
     baseline_of,
+    confirmed_of,
     default_study_name,
     failed_results,
     finished_results,
@@ -186,7 +188,7 @@ def run_search(
     study, resumed = open_study(settings.storage, name, identity=identity, sampler=sampler)
     if not resumed:
         study.set_user_attr("space", space.to_dict())
-        study.set_user_attr("server_version", session.info.version)
+    _record_context(study, session, settings)
 
     baseline = baseline_of(study)
     if baseline is None:
@@ -269,6 +271,31 @@ def run_search(
     )
 
 
+def _record_context(study: optuna.Study, session: TuningSession, settings: SearchSettings) -> None:
+    """What ``export`` and ``check`` need to reproduce a result: where the model is, what each
+    request carried, which server and machine measured it. Kept from the study's first run (a
+    resumed run on other hardware would mix results; that is said, not hidden)."""
+    source = session.source
+    context = {
+        "model_repository": str(source.directory.parent.resolve()),
+        "model_version": source.version,
+        "model_files": source.file_digests(),
+        "workload": {
+            "batch_size": session.workload.batch_size,
+            "dynamic_dim": session.workload.dynamic_dim,
+            "input_data": str(session.workload.input_data) if session.workload.input_data else None,
+        },
+        "server_version": session.info.version,
+        "launch": session.info.launch,
+        "served_via_python_backend": bool(session.served and session.served.via_python),
+        "host": describe_host().to_dict(),
+        "measure": asdict(settings.measure),
+    }
+    for key, value in context.items():
+        if key not in study.user_attrs:
+            study.set_user_attr(key, value)
+
+
 def _confirm_best(study, session, space, settings) -> OperatingPoint | None:
     """Confirm the best trial's operating point once (kept in the study, so a resumed search
     that finds no better config reuses it)."""
@@ -276,9 +303,9 @@ def _confirm_best(study, session, space, settings) -> OperatingPoint | None:
     if not results or not results[0].feasible:
         return None
     best = results[0]
-    recorded = study.user_attrs.get("confirmed")
-    if recorded and recorded.get("trial") == best.number:
-        return OperatingPoint.from_dict(recorded["operating_point"])
+    recorded = confirmed_of(study, best.number)
+    if recorded is not None:
+        return recorded
     assert best.operating_point is not None
     try:
         session.load_variant(space.to_variant(best.params))

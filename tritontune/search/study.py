@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -34,6 +35,20 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except Exception as err:  # SQLAlchemy and Optuna raise many kinds for a bad URL or file
         reason = " ".join(str(err).split())[:300]
         raise InputError(f"--storage {url}: cannot be opened ({reason})") from None
+
+
+def load_existing_study(storage_url: str, study_name: str) -> optuna.Study:
+    """A study that must already exist (``export``, ``check``, ``report`` read finished ones)."""
+    if storage_url.startswith("sqlite:///"):
+        path = Path(storage_url.removeprefix("sqlite:///"))
+        if not path.is_file():
+            raise InputError(f"--storage {storage_url}: no such file ({path})")
+    storage = open_storage(storage_url)
+    names = sorted(s.study_name for s in optuna.study.get_all_study_summaries(storage))
+    if study_name not in names:
+        listed = ", ".join(names) if names else "none"
+        raise InputError(f"study {study_name!r} not found in {storage_url} (studies there: {listed})")
+    return optuna.load_study(study_name=study_name, storage=storage)
 
 
 def open_study(
@@ -139,3 +154,11 @@ def failed_results(study: optuna.Study) -> list[TrialResult]:
 def baseline_of(study: optuna.Study) -> OperatingPoint | None:
     data = study.user_attrs.get("baseline")
     return OperatingPoint.from_dict(data) if data else None
+
+
+def confirmed_of(study: optuna.Study, trial_number: int) -> OperatingPoint | None:
+    """The confirmed operating point of ``trial_number`` (the winner), if the search made one."""
+    recorded = study.user_attrs.get("confirmed")
+    if recorded and recorded.get("trial") == trial_number:
+        return OperatingPoint.from_dict(recorded["operating_point"])
+    return None

@@ -1,0 +1,98 @@
+"""Tuning records: written, read back, and refused with the field named when edited wrongly."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tritontune.errors import InputError
+from tritontune.hostinfo import HostInfo, describe_host
+from tritontune.record import (
+    RECORD_FILE,
+    RecordedLoad,
+    RecordedPoint,
+    TuningRecord,
+    read_record,
+    write_record,
+)
+
+
+def make_record(**changes) -> TuningRecord:
+    values = dict(
+        model="mlp",
+        slo_p99_ms=50.0,
+        load=RecordedLoad("concurrency", 12),
+        operating_point=RecordedPoint(throughput=1234.5, p50_ms=8.0, p99_ms=41.0, confirmed=True),
+        knobs={"max_batch_size": 64, "dynamic_batching": True},
+        config_sha256="ab" * 32,
+        triton_version="2.51.0",
+        hardware=HostInfo("Test CPU", 2),
+    )
+    values.update(changes)
+    return TuningRecord(**values)
+
+
+def test_round_trip(tmp_path: Path):
+    record = make_record(routing={"note": "interactive here", "endpoint": "mlp"})
+    path = write_record(record, tmp_path)
+    assert path.name == RECORD_FILE
+    assert path.read_text().startswith("# tritontune tuning record")
+    again = read_record(path)
+    assert again == record
+    assert again.slo_p99_s == pytest.approx(0.050)
+
+
+def edit(path: Path, change) -> None:
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["slo"].update(p99_ms="fast"), "slo.p99_ms: 'fast' is not of type 'number'"),
+        (lambda d: d["slo"].update(p99_ms=0), "slo.p99_ms: 0 is less than or equal to the minimum"),
+        (lambda d: d["load"].update(mode="burst"), "load.mode: 'burst' is not one of"),
+        (
+            lambda d: d["operating_point"].pop("throughput"),
+            "operating_point: 'throughput' is a required",
+        ),
+        (lambda d: d.pop("hardware"), "(top level): 'hardware' is a required property"),
+        (lambda d: d.update(record_version=7), "record_version: 1 was expected"),
+    ],
+)
+def test_hand_edits_that_break_the_record_name_the_field(tmp_path: Path, change, message):
+    path = write_record(make_record(), tmp_path)
+    edit(path, change)
+    with pytest.raises(InputError) as err:
+        read_record(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert message in str(err.value)
+
+
+def test_a_tightened_slo_is_a_valid_edit(tmp_path: Path):
+    path = write_record(make_record(), tmp_path)
+    edit(path, lambda d: d["slo"].update(p99_ms=0.5))
+    assert read_record(path).slo_p99_ms == 0.5
+
+
+def test_unreadable_records(tmp_path: Path):
+    path = tmp_path / RECORD_FILE
+    path.write_text("slo: [unclosed\n")
+    with pytest.raises(InputError, match=r"tritontune.lock.yaml:\d+: not valid YAML"):
+        read_record(path)
+    path.write_text("- a list\n")
+    with pytest.raises(InputError, match="expected a tuning record"):
+        read_record(path)
+    with pytest.raises(InputError, match="cannot read the tuning record"):
+        read_record(tmp_path / "missing.yaml")
+
+
+def test_host_differences():
+    here = describe_host()
+    assert here.cpu_count >= 1 and here.cpu_model
+    assert here.differences(here) == []
+    other = HostInfo("Other CPU", here.cpu_count + 2, ("NVIDIA H100",))
+    found = " ".join(here.differences(other))
+    assert "Other CPU" in found and "CPUs" in found and "H100" in found

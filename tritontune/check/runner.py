@@ -1,0 +1,286 @@
+"""``tritontune check``: re-measure a tuned repository and fail when it regressed.
+
+1. Every model of the repository is read and validated (config parses, passes tritontune's
+   validation and the ONNX I/O check) and every tuning record is read, before any server starts:
+   a broken record is an input error, not a measurement.
+2. Each model is loaded on a real server (launched locally, or a remote one).
+3. Each tuned model is measured at its recorded load in rounds (:mod:`tritontune.check.verdict`)
+   and fails when p99 is over the SLO, throughput fell more than the tolerance below the record,
+   or requests failed.
+
+Differences that make the comparison weaker but not void (another machine, another Triton or
+tritontune version, a config.pbtxt edited since export) are warnings beside the verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tritontune import __version__
+from tritontune.check.verdict import Criterion, RoundFigures, judge, needs_more_rounds
+from tritontune.config.model_config import config_digest
+from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.config.variant import Variant, describe_config
+from tritontune.errors import InputError, ServerDiedError, TritonTuneError
+from tritontune.hostinfo import HostInfo, describe_host
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import Measurement, MeasureSettings
+from tritontune.record import INPUT_DATA_FILE, RECORD_FILE, TuningRecord, read_record
+from tritontune.session import TuningSession, Workload
+
+#: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
+CHECK_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=6)
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    tolerance: float = 0.10
+    """How far below the recorded throughput a model may fall before it fails."""
+    min_rounds: int = 3
+    max_rounds: int = 5
+    measure: MeasureSettings = CHECK_MEASURE
+    launch: str = "local"
+    url: str | None = None
+    tritonserver: Path | None = None
+
+
+@dataclass
+class ModelCheck:
+    """The outcome for one model of the repository."""
+
+    name: str
+    record: TuningRecord | None
+    """None for a model without a tuning record: validated and loaded, not measured."""
+    problems: list[str] = field(default_factory=list)
+    """Why the model could not be validated, loaded or measured (each one fails it)."""
+    warnings: list[str] = field(default_factory=list)
+    criteria: list[Criterion] = field(default_factory=list)
+    rounds: list[RoundFigures] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(c.passed for c in self.criteria)
+
+    @property
+    def confidence(self) -> str | None:
+        """The weakest confidence among the criteria that decided the verdict."""
+        deciding = [c for c in self.criteria if c.passed == self.passed] or self.criteria
+        if not deciding:
+            return None
+        order = ("low", "medium", "high")
+        return min((c.confidence for c in deciding), key=order.index)
+
+
+@dataclass
+class CheckReport:
+    repository: Path
+    tolerance: float
+    host: HostInfo
+    server_version: str = "unknown"
+    models: list[ModelCheck] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(m.passed for m in self.models)
+
+    @property
+    def tuned(self) -> list[ModelCheck]:
+        return [m for m in self.models if m.record is not None]
+
+
+@dataclass(frozen=True)
+class _Model:
+    """A model found in the repository, read but not yet loaded."""
+
+    name: str
+    directory: Path
+    source: ModelSource | None
+    record: TuningRecord | None
+    problem: str | None
+
+
+def find_models(repository: Path) -> list[_Model]:
+    """Every model directory of ``repository`` with its config and record read.
+
+    A config that can't be read is a problem of that model (it fails the check); a record that
+    can't be read is an input error (which file, which field), raised before anything runs.
+    """
+    repository = Path(repository)
+    if not repository.is_dir():
+        raise InputError(f"{repository}: model repository not found (expected a directory)")
+    directories = sorted(
+        p
+        for p in repository.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and ((p / "config.pbtxt").is_file() or any(c.name.isdigit() for c in p.iterdir()))
+    )
+    if not directories:
+        raise InputError(f"{repository}: holds no models (expected NAME/config.pbtxt)")
+    models = []
+    for directory in directories:
+        record_path = directory / RECORD_FILE
+        record = read_record(record_path) if record_path.is_file() else None
+        if record is not None and record.model != directory.name:
+            raise InputError(
+                f"{record_path}: model: {record.model!r} differs from the directory name "
+                f"{directory.name!r}"
+            )
+        try:
+            source, problem = load_model_source(repository, directory.name), None
+        except TritonTuneError as err:
+            source, problem = None, str(err)
+        models.append(_Model(directory.name, directory, source, record, problem))
+    if not any(m.record for m in models):
+        raise InputError(
+            f"{repository}: no tuned models (no {RECORD_FILE} in any model directory); "
+            "write one with `tritontune export`"
+        )
+    return models
+
+
+def static_warnings(model: _Model, host: HostInfo) -> list[str]:
+    """What makes the record a weaker yardstick for this run (each is said, none fails)."""
+    record = model.record
+    if record is None:
+        return [f"no {RECORD_FILE}: validated and loaded, not measured"]
+    found = []
+    if model.source is not None:
+        config = model.source.base_config
+        if config_digest(config) != record.config_sha256:
+            now = describe_config(config)
+            changed = sorted(
+                k for k in set(now) | set(record.knobs) if now.get(k) != record.knobs.get(k)
+            )
+            detail = ", ".join(f"{k}: {record.knobs.get(k, '-')} -> {now.get(k, '-')}" for k in changed)
+            found.append("config.pbtxt changed since export" + (f" ({detail})" if detail else ""))
+        if record.model_files:
+            now_files = model.source.file_digests()
+            changed_files = sorted(
+                k for k in record.model_files if now_files.get(k) != record.model_files[k]
+            )
+            if changed_files:
+                found.append(f"model files changed since export: {', '.join(changed_files)}")
+    if record.tritontune_version != __version__:
+        found.append(f"recorded by tritontune {record.tritontune_version}, checking with {__version__}")
+    differences = record.hardware.differences(host)
+    if differences:
+        found.append(
+            "recorded on other hardware (" + "; ".join(differences) + "): throughput is compared "
+            "across machines"
+        )
+    if not record.operating_point.confirmed:
+        found.append("the recorded operating point was not confirmed by the search")
+    return found
+
+
+def run_check(
+    repository: Path,
+    settings: CheckSettings | None = None,
+    *,
+    on_model_start: Callable[[str], None] | None = None,
+    on_round: Callable[[str, int, Measurement], None] | None = None,
+) -> CheckReport:
+    """Check every model of ``repository``; see the module docstring."""
+    settings = settings or CheckSettings()
+    if not 0 <= settings.tolerance < 1:
+        raise InputError(f"--tolerance: {settings.tolerance:.0%} is not between 0 % and 100 %")
+    host = describe_host()
+    report = CheckReport(Path(repository), settings.tolerance, host)
+    for model in find_models(repository):
+        if on_model_start:
+            on_model_start(model.name)
+        check = ModelCheck(model.name, model.record, warnings=static_warnings(model, host))
+        started = time.monotonic()
+        if model.source is None:
+            check.problems.append(model.problem or "could not be read")
+        else:
+            _check_on_server(model, model.source, check, report, settings, on_round)
+        check.duration_s = time.monotonic() - started
+        report.models.append(check)
+    return report
+
+
+def _check_on_server(
+    model: _Model,
+    source: ModelSource,
+    check: ModelCheck,
+    report: CheckReport,
+    settings: CheckSettings,
+    on_round: Callable[[str, int, Measurement], None] | None,
+) -> None:
+    record = model.record
+    input_data = model.directory / INPUT_DATA_FILE
+    workload = Workload(
+        batch_size=record.load.batch_size if record else 1,
+        dynamic_dim=record.load.dynamic_dim if record else 16,
+        input_data=input_data if input_data.is_file() else None,
+    )
+    session = TuningSession(
+        source,
+        launch=settings.launch,
+        url=settings.url,
+        tritonserver=settings.tritonserver,
+        workload=workload,
+        settings=settings.measure,
+    )
+    with session:
+        report.server_version = session.info.version
+        if record is not None and record.triton_version != session.info.version:
+            check.warnings.append(
+                f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
+            )
+        try:
+            session.load_variant(Variant())  # the config.pbtxt as exported
+        except TritonTuneError as err:
+            check.problems.append(str(err))
+            return
+        if record is None:
+            return
+        load = (
+            LoadSpec.concurrency(int(record.load.value))
+            if record.load.mode == "concurrency"
+            else LoadSpec.rate(record.load.value, record.load.arrival)
+        )
+        try:
+            _measure_rounds(session, load, record, check, settings, on_round)
+        except (ServerDiedError, TritonTuneError) as err:
+            check.problems.append(f"measuring at {load.label()}: {err}")
+
+
+#: A model just loaded runs slow at first (onnxruntime's arena, thread pools, caches): the first
+#: round warms up for this long, so it measures the same steady state as the others.
+FIRST_ROUND_WARMUP_S = 3.0
+
+
+def _measure_rounds(session, load, record, check, settings, on_round) -> None:
+    target = settings.min_rounds
+    first = replace(settings.measure, warmup_s=max(FIRST_ROUND_WARMUP_S, settings.measure.warmup_s))
+    while True:
+        while len(check.rounds) < target:
+            measurement, _ = session.measure_with_restart(
+                load, settings=first if not check.rounds else settings.measure
+            )
+            total = measurement.latency.count + measurement.error_count
+            check.rounds.append(
+                RoundFigures(
+                    throughput=measurement.throughput,
+                    p99_s=measurement.latency.p99 if measurement.latency.count else float("inf"),
+                    error_rate=measurement.error_count / total if total else 1.0,
+                )
+            )
+            if on_round:
+                on_round(check.name, len(check.rounds), measurement)
+        check.criteria = judge(
+            check.rounds,
+            slo_p99_s=record.slo_p99_s,
+            recorded_throughput=record.operating_point.throughput,
+            tolerance=settings.tolerance,
+        )
+        if not needs_more_rounds(check.criteria) or target >= settings.max_rounds:
+            return
+        target = min(settings.max_rounds, target + 2)  # odd counts: a median, never a tie

@@ -1,0 +1,10 @@
+"""The ``tritontune`` command: parses options, calls the library, prints. No logic lives here.
+
+Each command is a private module that registers itself on :data:`app`; ``_common`` holds what
+they share (consoles, the one-line error boundary, options).
+"""
+
+from tritontune.cli import _check, _export, _profile, _search  # noqa: F401 - registers the commands
+from tritontune.cli._common import app, run
+
+__all__ = ["app", "run"]

@@ -1,0 +1,145 @@
+"""``tritontune check``: the CI gate on a tuned model repository."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tritontune.check import (
+    CHECK_MEASURE,
+    CheckReport,
+    CheckSettings,
+    render_summary,
+    run_check,
+    write_junit,
+)
+from tritontune.check.reports import criterion_text
+from tritontune.cli._common import (
+    LaunchOption,
+    TritonserverOption,
+    UrlOption,
+    app,
+    console,
+    err_console,
+    ms,
+    user_errors,
+)
+from tritontune.measure.runner import Measurement
+from tritontune.units import parse_duration, parse_fraction
+
+
+@app.command()
+def check(
+    repository: Annotated[Path, typer.Argument(help="The tuned model repository (from export).")],
+    tolerance: Annotated[
+        str, typer.Option(help="How far throughput may fall below its record, e.g. 10%.")
+    ] = "10%",
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
+    summary: Annotated[
+        Path | None, typer.Option(help="Write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY).")
+    ] = None,
+    rounds: Annotated[
+        int, typer.Option(help="Measurement rounds per model (2 more when they disagree).", min=1)
+    ] = 3,
+    window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
+    launch: LaunchOption = "local",
+    url: UrlOption = None,
+    tritonserver: TritonserverOption = None,
+) -> None:
+    """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
+    with user_errors():
+        settings = CheckSettings(
+            tolerance=parse_fraction(tolerance, what="--tolerance"),
+            min_rounds=rounds,
+            max_rounds=rounds + 2,
+            measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
+            launch=launch,
+            url=url,
+            tritonserver=tritonserver,
+        )
+        report = _check_with_progress(repository, settings)
+        _print_report(report)
+        if junit:
+            write_junit(report, junit)
+            console.print(f"JUnit XML: {junit}", highlight=False)
+        if summary:
+            with open(summary, "a", encoding="utf-8") as handle:  # CI summaries are appended to
+                handle.write(render_summary(report))
+            console.print(f"summary: {summary}", highlight=False)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+def _check_with_progress(repository: Path, settings: CheckSettings) -> CheckReport:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("reading the repository")
+
+        def model_start(name: str) -> None:
+            bar.update(task, description=f"{name}: starting the server and loading the config")
+
+        def measured(name: str, n: int, m: Measurement) -> None:
+            bar.update(task, description=f"{name}: measuring round {n + 1}")
+            err_console.print(
+                f"  {name} round {n}: {m.throughput:,.1f} infer/s, p99 {ms(m.latency.p99)} ms"
+                + ("" if m.stable else " (windows did not settle)"),
+                highlight=False,
+            )
+
+        return run_check(repository, settings, on_model_start=model_start, on_round=measured)
+
+
+def _print_report(report: CheckReport) -> None:
+    table = Table(
+        title=f"tritontune check {report.repository}: Triton {report.server_version}, "
+        f"{report.host.summary()}, tolerance {report.tolerance:.0%}",
+        title_justify="left",
+    )
+    for column in ("model", "load", "p99 ms", "SLO ms", "infer/s", "recorded", "change"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    table.add_column("verdict")
+    table.add_column("confidence")
+    for m in report.models:
+        by = {c.name: c for c in m.criteria}
+        record = m.record
+        p99, tput = by.get("p99"), by.get("throughput")
+        recorded = record.operating_point.throughput if record else None
+        table.add_row(
+            m.name,
+            record.load.label() if record else "-",
+            ms(p99.measured) if p99 else "-",
+            f"{record.slo_p99_ms:g}" if record else "-",
+            f"{tput.measured:,.1f}" if tput else "-",
+            f"{recorded:,.1f}" if recorded else "-",
+            f"{tput.measured / recorded - 1:+.1%}" if tput and recorded else "-",
+            "[green]pass[/]" if m.passed else "[bold red]FAIL[/]",
+            m.confidence or "-",
+        )
+    console.print(table)
+    for m in report.models:
+        for problem in m.problems:
+            console.print(f"[red]{escape(m.name)}: {escape(problem)}[/]", highlight=False)
+        for c in m.criteria:
+            if not c.passed:
+                console.print(
+                    f"[red]{escape(m.name)} failed:[/] {escape(criterion_text(m, c))}",
+                    highlight=False,
+                )
+        for warning in m.warnings:
+            console.print(f"[yellow]{escape(m.name)} warning:[/] {escape(warning)}", highlight=False)
+    verdict = "passed" if report.passed else "FAILED"
+    console.print(
+        f"check {verdict}: {sum(m.passed for m in report.models)}/{len(report.models)} models pass",
+        highlight=False,
+    )

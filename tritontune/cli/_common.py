@@ -1,0 +1,130 @@
+"""What every command shares: the app, consoles, the error boundary, common options."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from tritontune import __version__
+from tritontune.errors import ServerDiedError, TritonTuneError
+from tritontune.session import TuningSession
+from tritontune.units import (
+    format_duration,
+)
+
+app = typer.Typer(
+    name="tritontune",
+    help="Find the Triton model config with the highest throughput under a latency SLO.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Tables stay readable when output is piped or captured (rich would assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def _print_error(err: Exception) -> None:
+    err_console.print(Text("error: ", style="bold red") + Text(str(err)), soft_wrap=True)
+
+
+@contextmanager
+def user_errors():
+    """Turn tritontune's errors into one red line and a non-zero exit; Ctrl-C into exit 130."""
+    try:
+        yield
+    except ServerDiedError as err:
+        _print_error(err)
+        if err.log_tail:
+            err_console.print("[dim]last tritonserver log lines:[/]")
+            err_console.print(err.log_tail.rstrip(), style="dim", highlight=False, markup=False)
+        raise typer.Exit(3) from None
+    except TritonTuneError as err:
+        _print_error(err)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: the server was stopped[/]")
+        raise typer.Exit(130) from None
+    except BrokenPipeError:  # output piped into `head` and closed: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        raise typer.Exit(141) from None
+
+
+# Options shared by the commands that run a model on a server.
+RepositoryOption = Annotated[
+    Path, typer.Option("--model-repository", "-r", help="The model repository directory.")
+]
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model name in the repository.")]
+BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per request.", min=1)]
+InputDataOption = Annotated[
+    Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
+]
+LaunchOption = Annotated[str, typer.Option(help="local (start tritonserver) or remote (--url).")]
+UrlOption = Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")]
+TritonserverOption = Annotated[
+    Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"tritontune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = None,
+) -> None:
+    """tritontune: tune Triton model configs on a real server."""
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def format_knobs(knobs: dict) -> str:
+    """A config's knobs on one line: ``max_batch_size=64 batching(delay=1ms) 1xKIND_CPU ...``."""
+    parts = [f"max_batch_size={knobs['max_batch_size']}"]
+    if knobs.get("dynamic_batching"):
+        inner = [f"delay={format_duration(knobs.get('max_queue_delay_us', 0) / 1e6)}"]
+        if knobs.get("preferred_batch_sizes"):
+            inner.append("preferred=" + ",".join(map(str, knobs["preferred_batch_sizes"])))
+        parts.append(f"batching({' '.join(inner)})")
+    else:
+        parts.append("no batching")
+    parts += [f"{g['count']}x{g['kind'].removeprefix('KIND_')}" for g in knobs["instance_group"]]
+    if knobs.get("response_cache"):
+        parts.append("cache")
+    parts += [f"{k}={v}" for k, v in knobs.get("parameters", {}).items()]
+    return " ".join(parts)
+
+
+def print_server(session: TuningSession) -> None:
+    info = session.info
+    err_console.print(
+        f"tritonserver {info.version} ({info.launch}, gRPC {info.grpc_url})", highlight=False
+    )
+    if session.served and session.served.via_python:
+        err_console.print(
+            f"[yellow]note:[/] this server has no {session.source.backend!r} backend: "
+            f"serving {session.source.model_file.name} through the Python backend "
+            "(onnxruntime in model.py); configs keep your backend",
+            highlight=False,
+        )
+
+
+def run() -> None:  # pragma: no cover - console entry for `python -m tritontune`
+    app(prog_name="tritontune")
+    sys.exit(0)

@@ -1,0 +1,75 @@
+"""``tritontune export``: a finished study as a deployable model repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tritontune.cli._common import app, console, err_console, format_knobs, ms, user_errors
+from tritontune.export import Endpoint, export_studies, parse_endpoint
+from tritontune.search import DEFAULT_STORAGE
+
+
+@app.command()
+def export(
+    out: Annotated[Path, typer.Option(help="Directory to write the model repository into.")],
+    study: Annotated[str | None, typer.Option(help="The study to export (its best config).")] = None,
+    endpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="ROLE=STUDY (repeatable): one endpoint per study, named MODEL_ROLE, "
+            "e.g. interactive=mlp-p99-10ms-concurrency batch=mlp-p99-500ms-concurrency."
+        ),
+    ] = None,
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = DEFAULT_STORAGE,
+    top_k: Annotated[
+        int, typer.Option(help="Also export the runners-up, as MODEL_rank2, ...", min=1)
+    ] = 1,
+    model_repository: Annotated[
+        Path | None,
+        typer.Option(help="Where the measured model files are, if not where the study says."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Write into a non-empty --out, replacing the exported models.")
+    ] = False,
+) -> None:
+    """Write the best config(s) of a study, their model files and tuning records."""
+    with user_errors():
+        endpoints = [Endpoint(study)] if study else []
+        endpoints += [parse_endpoint(text) for text in endpoint or []]
+        result = export_studies(
+            endpoints,
+            storage,
+            out,
+            top_k=top_k,
+            model_repository=model_repository,
+            force=force,
+        )
+        for warning in result.warnings:
+            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        table = Table(title=f"exported to {result.out}", title_justify="left")
+        for column in ("model", "config", "load", "infer/s", "p99 ms", "SLO ms", "confirmed"):
+            table.add_column(column, justify="left" if column in ("model", "config") else "right")
+        for model in result.models:
+            record, point = model.record, model.record.operating_point
+            table.add_row(
+                model.name,
+                format_knobs(record.knobs),
+                f"{record.load.value:g}",
+                f"{point.throughput:,.0f}",
+                ms(point.p99_ms / 1e3),
+                f"{record.slo_p99_ms:g}",
+                "yes" if point.confirmed else "no",
+            )
+        console.print(table)
+        routing = result.models[0].record.routing if result.models else None
+        if routing:
+            console.print(f"routing: {routing['note']}", highlight=False)
+        console.print(
+            f"serve it: tritonserver --model-repository {result.out.resolve()}; "
+            f"gate it in CI: tritontune check {result.out}",
+            highlight=False,
+        )

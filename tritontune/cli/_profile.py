@@ -1,0 +1,198 @@
+"""``tritontune profile``: one config at several loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tritontune.cli._common import (
+    BatchSizeOption,
+    InputDataOption,
+    LaunchOption,
+    ModelOption,
+    RepositoryOption,
+    TritonserverOption,
+    UrlOption,
+    app,
+    console,
+    err_console,
+    format_knobs,
+    ms,
+    print_server,
+    user_errors,
+)
+from tritontune.config.variant import Variant
+from tritontune.errors import InputError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import Measurement, MeasureSettings
+from tritontune.profile import ProfileResult, run_profile
+from tritontune.session import Workload, open_session
+from tritontune.units import (
+    parse_duration,
+    parse_int_list,
+    parse_rate_list,
+    to_microseconds,
+)
+
+
+def _parse_params(params: list[str]) -> dict[str, str]:
+    parsed = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--param {item!r}: expected KEY=VALUE, e.g. intra_op_thread_count=1")
+        parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def _loads(concurrency: str | None, request_rate: str | None, arrival: str) -> list[LoadSpec]:
+    if concurrency and request_rate:
+        raise InputError("give --concurrency or --request-rate, not both")
+    if request_rate:
+        if arrival not in ("poisson", "constant"):
+            raise InputError(f"--arrival: {arrival!r} is not one of poisson, constant")
+        return [LoadSpec.rate(r, arrival) for r in parse_rate_list(request_rate)]  # type: ignore[arg-type]
+    values = parse_int_list(concurrency or "1,4,16", what="--concurrency")
+    return [LoadSpec.concurrency(n) for n in values]
+
+
+def _levels_table(result: ProfileResult) -> Table:
+    table = Table(title=f"{result.model}: {format_knobs(result.knobs)}", title_justify="left")
+    for column in ("load", "infer/s", "p50 ms", "p90", "p95", "p99", "p99.9", "max", "errors"):
+        table.add_column(column, justify="right")
+    for column in ("queue ms", "compute ms", "avg batch", "stable"):
+        table.add_column(column, justify="right", style="cyan")
+    for m in result.measurements:
+        lat = m.latency
+        server = m.server
+        table.add_row(
+            m.load.label(),
+            f"{m.throughput:,.0f}",
+            ms(lat.p50),
+            ms(lat.p90),
+            ms(lat.p95),
+            ms(lat.p99),
+            ms(lat.p999),
+            ms(lat.max),
+            ", ".join(f"{k}:{v}" for k, v in m.errors.items()) or "0",
+            ms(server.avg_queue_s) if server else "-",
+            ms(server.avg_compute_s) if server else "-",
+            f"{server.avg_batch_size:.2f}" if server else "-",
+            "yes" if m.stable else f"no (±{m.throughput_deviation:.0%})",
+        )
+    return table
+
+
+@app.command()
+def profile(
+    model_repository: RepositoryOption,
+    model: ModelOption,
+    max_batch_size: Annotated[int | None, typer.Option(help="Set max_batch_size.")] = None,
+    dynamic_batching: Annotated[
+        bool | None,
+        typer.Option("--dynamic-batching/--no-dynamic-batching", help="Switch dynamic batching."),
+    ] = None,
+    max_queue_delay: Annotated[
+        str | None, typer.Option(help="Dynamic batching window, e.g. 2ms or 500us.")
+    ] = None,
+    preferred_batch_size: Annotated[
+        str | None, typer.Option(help="Preferred batch sizes, e.g. 8,16.")
+    ] = None,
+    instances: Annotated[int | None, typer.Option(help="Instance count.", min=1)] = None,
+    kind: Annotated[str | None, typer.Option(help="Instance kind: cpu or gpu.")] = None,
+    response_cache: Annotated[bool | None, typer.Option("--response-cache/--no-response-cache")] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="Backend parameter KEY=VALUE (repeatable), e.g. intra_op_thread_count=1."),
+    ] = None,
+    concurrency: Annotated[
+        str | None, typer.Option(help="Closed-loop concurrency levels, e.g. 1,4,16 (default).")
+    ] = None,
+    request_rate: Annotated[
+        str | None, typer.Option(help="Open-loop request rates in req/s, e.g. 100,400.")
+    ] = None,
+    arrival: Annotated[str, typer.Option(help="Open-loop arrivals: poisson or constant.")] = "poisson",
+    batch_size: BatchSizeOption = 1,
+    input_data: InputDataOption = None,
+    dynamic_dim: Annotated[int, typer.Option(help="Size used for dynamic (-1) input dims.", min=1)] = 16,
+    warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "1s",
+    window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
+    max_windows: Annotated[int, typer.Option(help="Windows before giving up on stability.", min=3)] = 8,
+    launch: LaunchOption = "local",
+    url: UrlOption = None,
+    tritonserver: TritonserverOption = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
+) -> None:
+    """Measure one config variant of a model at several load levels on a real Triton server."""
+    with user_errors():
+        variant = Variant(
+            max_batch_size=max_batch_size,
+            dynamic_batching=dynamic_batching,
+            max_queue_delay_us=to_microseconds(parse_duration(max_queue_delay, what="--max-queue-delay"))
+            if max_queue_delay is not None
+            else None,
+            preferred_batch_sizes=tuple(
+                parse_int_list(preferred_batch_size, what="--preferred-batch-size")
+            )
+            if preferred_batch_size
+            else None,
+            instance_count=instances,
+            instance_kind=kind,
+            response_cache=response_cache,
+            backend_parameters=_parse_params(param or []),
+        )
+        loads = _loads(concurrency, request_rate, arrival)
+        settings = MeasureSettings(
+            warmup_s=parse_duration(warmup, what="--warmup"),
+            window_s=max(parse_duration(window, what="--window"), 0.05),
+            max_windows=max_windows,
+        )
+        workload = Workload(batch_size=batch_size, input_data=input_data, dynamic_dim=dynamic_dim)
+        session = open_session(
+            model_repository,
+            model,
+            launch=launch,
+            url=url,
+            tritonserver=tritonserver,
+            workload=workload,
+            settings=settings,
+        )
+        with session:
+            print_server(session)
+            result = _profile_with_progress(session, variant, loads)
+        console.print(_levels_table(result))
+        if result.switch_s is not None:
+            console.print(f"config switch (model reload): {result.switch_s:.2f} s", highlight=False)
+        if json_out:
+            json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+            console.print(f"wrote {json_out}", highlight=False)
+
+
+def _profile_with_progress(session, variant: Variant, loads: list[LoadSpec]) -> ProfileResult:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} levels"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("loading config", total=len(loads))
+
+        def start(load: LoadSpec) -> None:
+            progress.update(task, description=f"measuring {load.label()}")
+
+        def done(m: Measurement) -> None:
+            progress.advance(task)
+            err_console.print(
+                f"  {m.load.label()}: {m.throughput:,.0f} infer/s, p99 {ms(m.latency.p99)} ms",
+                highlight=False,
+            )
+
+        return run_profile(session, variant, loads, on_level_start=start, on_level_done=done)

@@ -1,0 +1,259 @@
+"""``tritontune search``: the best config under a p99 SLO."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from tritontune.cli._common import (
+    BatchSizeOption,
+    InputDataOption,
+    LaunchOption,
+    ModelOption,
+    RepositoryOption,
+    TritonserverOption,
+    UrlOption,
+    app,
+    console,
+    err_console,
+    format_knobs,
+    ms,
+    print_server,
+    user_errors,
+)
+from tritontune.errors import InputError
+from tritontune.search import (
+    DEFAULT_STORAGE,
+    SEARCH_MEASURE,
+    OperatingPoint,
+    SearchProgress,
+    SearchResult,
+    SearchSettings,
+    SearchSpace,
+    TrialResult,
+    default_space,
+    default_study_name,
+    load_space_file,
+    run_search,
+)
+from tritontune.session import TuningSession, Workload, open_session
+from tritontune.units import (
+    format_duration,
+    parse_duration,
+)
+
+
+@app.command()
+def search(
+    model_repository: RepositoryOption,
+    model: ModelOption,
+    slo_p99: Annotated[str, typer.Option(help="The latency SLO on p99, e.g. 50ms.")],
+    trials: Annotated[
+        int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
+    ] = None,
+    timeout: Annotated[str | None, typer.Option(help="Stop starting trials after, e.g. 20m.")] = None,
+    load: Annotated[
+        str, typer.Option(help="concurrency (closed loop) or poisson (open-loop arrivals).")
+    ] = "concurrency",
+    space: Annotated[
+        Path | None, typer.Option(help="YAML file that fixes, narrows or widens dimensions.")
+    ] = None,
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = DEFAULT_STORAGE,
+    study: Annotated[str | None, typer.Option(help="Study name (default: MODEL-p99-SLO-LOAD).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed, for a repeatable search.")] = None,
+    results: Annotated[
+        Path | None, typer.Option(help="Results JSON (default: STUDY.results.json).")
+    ] = None,
+    batch_size: BatchSizeOption = 1,
+    input_data: InputDataOption = None,
+    warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.2s",
+    window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.3s",
+    launch: LaunchOption = "local",
+    url: UrlOption = None,
+    tritonserver: TritonserverOption = None,
+) -> None:
+    """Search for the highest-throughput config whose p99 meets the SLO."""
+    with user_errors():
+        slo = parse_duration(slo_p99, what="--slo-p99", unit="ms")
+        if slo <= 0:
+            raise InputError("--slo-p99: must be above 0, e.g. 50ms")
+        if load not in ("concurrency", "poisson"):
+            raise InputError(f"--load: {load!r} is not one of concurrency, poisson")
+        settings = SearchSettings(
+            slo_p99_s=slo,
+            trials=trials if trials is not None else (None if timeout else 20),
+            timeout_s=parse_duration(timeout, what="--timeout") if timeout else None,
+            load=load,  # type: ignore[arg-type]
+            seed=seed,
+            storage=storage,
+            study_name=study,
+            measure=replace(
+                SEARCH_MEASURE,
+                warmup_s=parse_duration(warmup, what="--warmup"),
+                window_s=max(parse_duration(window, what="--window"), 0.05),
+            ),
+        )
+        session = open_session(
+            model_repository,
+            model,
+            launch=launch,
+            url=url,
+            tritonserver=tritonserver,
+            workload=Workload(batch_size=batch_size, input_data=input_data),
+            settings=settings.measure,
+        )
+        with session:
+            print_server(session)
+            tuning_space = build_space(session, slo, space)
+            err_console.print(
+                "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items()),
+                highlight=False,
+            )
+            try:
+                outcome = _search_with_progress(session, tuning_space, settings)
+            except KeyboardInterrupt:
+                name = settings.study_name or default_study_name(model, slo, settings.load_mode)
+                err_console.print(
+                    f"[yellow]interrupted:[/] study {name!r} is saved in {storage}; "
+                    "run the same command again to resume",
+                    highlight=False,
+                )
+                raise
+        _print_search_result(outcome)
+        out = results or Path(f"{outcome.study_name}.results.json")
+        out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
+        console.print(f"results: {out}", highlight=False)
+        if outcome.best is None:
+            err_console.print(
+                Text("no config met the SLO", style="bold red"),
+                Text(f"(p99 <= {format_duration(slo)}); see the results file for each trial"),
+            )
+            raise typer.Exit(1)
+
+
+def build_space(session: TuningSession, slo: float, space_file: Path | None) -> SearchSpace:
+    defaults = default_space(
+        session.source.base_config,
+        session.info.capabilities,
+        slo_p99_s=slo,
+        batch_dim_dynamic=session.batch_dim_dynamic,
+    )
+    return load_space_file(space_file, defaults) if space_file else defaults
+
+
+def _point_text(point: dict) -> str:
+    return " ".join(
+        f"{k}={format_duration(v / 1e6) if k == 'max_queue_delay' else v}" for k, v in point.items()
+    )
+
+
+def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSettings) -> SearchResult:
+    unit = "concurrency" if settings.load_mode == "concurrency" else "req/s"
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("baseline", total=settings.trials, status="")
+        measured = []
+
+        def baseline_start() -> None:
+            measured.append(True)
+            bar.update(task, description="measuring the base config (baseline)")
+
+        def baseline(op: OperatingPoint) -> None:
+            source = "measured now" if measured else "from the study"
+            err_console.print(f"baseline ({source}): {_op_text(op, unit)}", highlight=False)
+
+        def trial_start(n: int, total: int | None, point: dict) -> None:
+            bar.update(task, description=f"trial {n}/{total or '?'}")
+
+        def trial_done(result: TrialResult, best: TrialResult | None, eta: float | None) -> None:
+            bar.advance(task)
+            best_text = f"best {best.throughput:,.0f}/s (trial {best.number})" if best else "no best yet"
+            eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
+            bar.update(task, status=best_text + eta_text)
+            if result.error:
+                outcome = f"[red]failed[/]: {escape(result.error)}"
+            else:
+                outcome = _op_text(result.operating_point, unit)
+            err_console.print(
+                f"trial {result.number}: {escape(_point_text(result.params))} -> {outcome}",
+                highlight=False,
+            )
+
+        return run_search(
+            session,
+            tuning_space,
+            settings,
+            SearchProgress(baseline_start, baseline, trial_start, trial_done),
+        )
+
+
+def _op_text(op: OperatingPoint | None, unit: str) -> str:
+    if op is None:
+        return "no result"
+    if not op.feasible:
+        return f"[yellow]misses the SLO[/] even at the lowest load (p99 {ms(op.p99_s)} ms)"
+    load = f"{unit} {op.load:g}" if unit == "concurrency" else f"{op.load:,.0f} {unit}"
+    return f"{op.throughput:,.0f} infer/s at {load} (p50 {ms(op.p50_s)}, p99 {ms(op.p99_s)} ms)"
+
+
+def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
+    table = Table(
+        title=f"study {outcome.study_name}: p99 <= {format_duration(outcome.slo_p99_s)}, "
+        f"{outcome.load_mode} load, {len(outcome.results)} completed trials",
+        title_justify="left",
+    )
+    for column in ("#", "trial", "config", "load", "infer/s", "p50 ms", "p99 ms", "vs baseline"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    base = outcome.baseline
+    if base is not None:
+        table.add_row(
+            "-", "base", "the model's own config.pbtxt", f"{base.load:g}", f"{base.throughput:,.0f}",
+            ms(base.p50_s), ms(base.p99_s), "" if base.feasible else "misses SLO",
+        )  # fmt: skip
+    for rank, r in enumerate(outcome.results[:top], 1):
+        op = r.operating_point
+        assert op is not None
+        gain = outcome.improvement(r)
+        versus = f"{gain:+.0%}" if gain is not None else ""
+        table.add_row(
+            str(rank), str(r.number), format_knobs(r.knobs) if r.knobs else _point_text(r.params),
+            f"{op.load:g}" if op.feasible else "-", f"{op.throughput:,.0f}", ms(op.p50_s),
+            ms(op.p99_s), versus if op.feasible else "misses SLO",
+        )  # fmt: skip
+    console.print(table)
+    if outcome.failed:
+        console.print(
+            f"{len(outcome.failed)} trial(s) failed (reasons in the results file)", highlight=False
+        )
+    if outcome.stop_reason:
+        console.print(f"stopped before the trial budget: {outcome.stop_reason}", highlight=False)
+    unit = "concurrency" if outcome.load_mode == "concurrency" else "req/s"
+    if outcome.best and outcome.confirmed:
+        confirmed = outcome.confirmed
+        if confirmed.feasible:
+            verdict = f"confirmed: {_op_text(confirmed, unit)}"
+        else:
+            lowest = min(level.load for level in confirmed.levels)
+            verdict = f"[red]NOT confirmed[/]: p99 stayed over the SLO down to {unit} {lowest:g}"
+        console.print(
+            f"best (trial {outcome.best.number}) re-measured with longer windows, {verdict}",
+            highlight=False,
+        )
+    if outcome.best:
+        console.print(f"best config (trial {outcome.best.number}), config.pbtxt:", highlight=False)
+        console.print(outcome.best.config_pbtxt, markup=False, highlight=False)

@@ -1,0 +1,314 @@
+"""``tritontune export``: a finished study becomes a model repository Triton serves as it is.
+
+Each exported model directory holds the tuned ``config.pbtxt`` (the user's backend kept), a copy
+of the model files that were measured, and a tuning record (:mod:`tritontune.record`) saying what
+the config was measured to do. Everything comes from the study: nothing is re-measured here.
+
+One model can be exported as several *endpoints*, e.g. ``mlp_interactive`` from a tight-SLO study
+and ``mlp_batch`` from a loose-SLO one; their records then carry a routing note that says which
+traffic goes where.
+
+The output directory is written through a staging directory beside it and each model directory
+is moved into place only when complete, so an error never leaves half a repository, and a
+non-empty directory is only written into with ``force`` (which replaces just the model
+directories being exported).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+
+from tritontune.config.model_config import config_digest, parse_config_text, write_config
+from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.errors import InputError
+from tritontune.hostinfo import HostInfo
+from tritontune.record import (
+    INPUT_DATA_FILE,
+    RECORD_FILE,
+    RecordedLoad,
+    RecordedPoint,
+    TuningRecord,
+    read_record,
+    write_record,
+)
+from tritontune.search.operating_point import OperatingPoint
+from tritontune.search.study import (
+    TrialResult,
+    baseline_of,
+    confirmed_of,
+    finished_results,
+    load_existing_study,
+)
+from tritontune.units import format_duration
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One study to export; ``role`` (e.g. ``interactive``) is appended to the model's name."""
+
+    study: str
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    name: str
+    directory: Path
+    record: TuningRecord
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    models: list[ExportedModel] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Pick:
+    """A trial chosen for export, with everything needed to write it."""
+
+    endpoint: Endpoint
+    study: optuna.Study
+    source: ModelSource
+    result: TrialResult
+    rank: int
+    point: OperatingPoint
+    confirmed: bool
+    model_files: dict[str, str]
+    """sha256 of each model file, as checked against the study's."""
+
+    @property
+    def name(self) -> str:
+        name = self.source.name + (f"_{self.endpoint.role}" if self.endpoint.role else "")
+        return name if self.rank == 1 else f"{name}_rank{self.rank}"
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """``interactive=mlp-p99-10ms-concurrency`` -> Endpoint(study, role)."""
+    role, sep, study = text.partition("=")
+    role, study = role.strip(), study.strip()
+    if not sep or not role or not study:
+        raise InputError(f"--endpoint {text!r}: expected ROLE=STUDY, e.g. interactive=mlp-p99-10ms")
+    if not role.replace("_", "").replace("-", "").isalnum():
+        raise InputError(f"--endpoint {text!r}: the role {role!r} must be letters, digits, - or _")
+    return Endpoint(study=study, role=role)
+
+
+def export_studies(
+    endpoints: Sequence[Endpoint],
+    storage: str,
+    out: Path,
+    *,
+    top_k: int = 1,
+    model_repository: Path | None = None,
+    force: bool = False,
+) -> ExportResult:
+    """Export the best ``top_k`` configs of each endpoint's study into ``out``."""
+    if not endpoints:
+        raise InputError("nothing to export: give --study NAME or --endpoint ROLE=STUDY")
+    if top_k < 1:
+        raise InputError(f"--top-k: {top_k} is below 1")
+    out = Path(out)
+    result = ExportResult(out=out)
+    picks: list[_Pick] = []
+    for endpoint in endpoints:
+        picks += _picks(endpoint, storage, top_k, model_repository, result.warnings)
+    names = [p.name for p in picks]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InputError(
+            f"two exports would both be named {', '.join(repeated)}; give each study its own "
+            "--endpoint ROLE"
+        )
+    _check_output(out, names, force)
+
+    routing = _routing(picks) if len({p.endpoint.role for p in picks}) > 1 else None
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tritontune-export-", dir=out))
+    try:
+        for pick in picks:
+            staged = staging / pick.name
+            record = _write_model(pick, staged, storage, routing)
+            _verify(staged, pick.name)
+            target = out / pick.name
+            if target.exists():
+                shutil.rmtree(target)  # only with force: _check_output refused otherwise
+            staged.rename(target)
+            result.models.append(ExportedModel(pick.name, target, record))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _picks(
+    endpoint: Endpoint,
+    storage: str,
+    top_k: int,
+    model_repository: Path | None,
+    warnings: list[str],
+) -> list[_Pick]:
+    study = load_existing_study(storage, endpoint.study)
+    feasible = [r for r in finished_results(study) if r.feasible]
+    if not feasible:
+        raise InputError(f"study {endpoint.study!r} has no config that met its SLO; nothing to export")
+    if len(feasible) < top_k:
+        warnings.append(
+            f"study {endpoint.study!r}: only {len(feasible)} config(s) met the SLO (--top-k {top_k})"
+        )
+    source, digests = _measured_source(study, model_repository)
+    picks = []
+    for rank, result in enumerate(feasible[:top_k], 1):
+        assert result.operating_point is not None
+        point, confirmed = result.operating_point, False
+        if rank == 1:
+            checked = confirmed_of(study, result.number)
+            if checked is not None and checked.feasible:
+                point, confirmed = checked, True
+            else:
+                warnings.append(
+                    f"study {endpoint.study!r}: the best config (trial {result.number}) was not "
+                    "confirmed by the search; its record keeps the search's own measurement"
+                )
+        picks.append(_Pick(endpoint, study, source, result, rank, point, confirmed, digests))
+    return picks
+
+
+def _measured_source(
+    study: optuna.Study, model_repository: Path | None
+) -> tuple[ModelSource, dict[str, str]]:
+    """The user's model, checked to be the very files the search measured, and their digests."""
+    attrs = study.user_attrs
+    repository = model_repository or attrs.get("model_repository")
+    if not repository:
+        raise InputError(
+            f"study {study.study_name!r} does not say where its model repository is "
+            "(made by an older tritontune); pass --model-repository DIR"
+        )
+    source = load_model_source(Path(repository), attrs["model"])
+    measured = attrs.get("model_files")
+    now = source.file_digests()
+    if measured is not None:
+        changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
+        if changed:
+            raise InputError(
+                f"{source.directory}: {', '.join(changed)} changed since study "
+                f"{study.study_name!r} measured it; its figures would not be true of these files "
+                "(search again, or point --model-repository at the measured files)"
+            )
+    return source, now
+
+
+def _check_output(out: Path, names: list[str], force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise InputError(
+            f"--out {out}: directory is not empty; pass --force to replace "
+            f"{', '.join(names)} in it (other entries are left alone)"
+        )
+
+
+def _record_for(pick: _Pick, storage: str, routing: dict | None, config_sha256: str) -> TuningRecord:
+    attrs = pick.study.user_attrs
+    workload = attrs.get("workload", {})
+    point = pick.point
+    baseline = baseline_of(pick.study)
+    return TuningRecord(
+        model=pick.name,
+        slo_p99_ms=attrs["slo_p99_s"] * 1e3,
+        load=RecordedLoad(
+            mode="concurrency" if point.load_mode == "concurrency" else "rate",
+            value=point.load,
+            batch_size=int(workload.get("batch_size", 1)),
+            dynamic_dim=int(workload.get("dynamic_dim", 16)),
+        ),
+        operating_point=RecordedPoint(
+            throughput=point.throughput,
+            p50_ms=point.p50_s * 1e3,
+            p99_ms=point.p99_s * 1e3,
+            throughput_spread=point.throughput_deviation,
+            p99_spread=point.p99_deviation,
+            avg_batch_size=point.avg_batch_size,
+            confirmed=pick.confirmed,
+        ),
+        knobs=pick.result.knobs,
+        config_sha256=config_sha256,
+        model_files=pick.model_files,
+        triton_version=str(attrs.get("server_version", "unknown")),
+        triton_launch=str(attrs.get("launch", "local")),
+        served_via_python_backend=bool(attrs.get("served_via_python_backend", False)),
+        hardware=HostInfo.from_dict(attrs.get("host", {})),
+        tuned_from={
+            "model": pick.source.name,
+            "study": pick.study.study_name,
+            "storage": storage,
+            "trial": pick.result.number,
+            "rank": pick.rank,
+        },
+        baseline=None
+        if baseline is None
+        else {
+            "feasible": baseline.feasible,
+            "load": baseline.load,
+            "throughput": round(baseline.throughput, 3),
+            "p99_ms": round(baseline.p99_s * 1e3, 4),
+        },
+        routing=None if routing is None else {**routing, "endpoint": pick.name},
+    )
+
+
+def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) -> TuningRecord:
+    source = pick.source
+    config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
+    config.name = pick.name
+    target.mkdir(parents=True)
+    for relative in source.version_files():
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source.directory / relative, destination)
+    write_config(config, target / "config.pbtxt")
+    input_data = pick.study.user_attrs.get("workload", {}).get("input_data")
+    if input_data:
+        shutil.copy2(input_data, target / INPUT_DATA_FILE)
+    record = _record_for(pick, storage, routing, config_digest(config))
+    write_record(record, target)
+    return record
+
+
+def _verify(model_dir: Path, name: str) -> None:
+    """Read the written model back the way ``check`` and Triton will."""
+    load_model_source(model_dir.parent, name)
+    read_record(model_dir / RECORD_FILE)
+
+
+def _routing(picks: list[_Pick]) -> dict:
+    """Which traffic goes to which endpoint: tightest SLO for interactive traffic."""
+    firsts = sorted((p for p in picks if p.rank == 1), key=lambda p: p.study.user_attrs["slo_p99_s"])
+    endpoints = {}
+    lines = []
+    for pick in firsts:
+        slo = pick.study.user_attrs["slo_p99_s"]
+        endpoints[pick.name] = {
+            "slo_p99_ms": slo * 1e3,
+            "throughput": round(pick.point.throughput, 1),
+            "load": pick.point.load,
+        }
+        lines.append(
+            f"{pick.name} keeps p99 <= {format_duration(slo)} up to "
+            f"{pick.point.throughput:,.0f} infer/s per server"
+        )
+    tight, loose = firsts[0].name, firsts[-1].name
+    note = (
+        "; ".join(lines)
+        + f". Route latency-sensitive (user-facing) requests to {tight} and bulk or offline "
+        f"scoring to {loose}; all endpoints serve the same model weights."
+    )
+    return {"endpoints": endpoints, "note": note}

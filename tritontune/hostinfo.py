@@ -1,0 +1,94 @@
+"""What machine a measurement was taken on.
+
+Throughput figures only mean something on the hardware that produced them, so every study and
+every tuning record carries a :class:`HostInfo`, and ``tritontune check`` warns when it re-measures
+on a different machine.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """The CPU, GPUs and OS of the machine tritontune runs on."""
+
+    cpu_model: str
+    cpu_count: int
+    gpus: tuple[str, ...] = field(default_factory=tuple)
+    system: str = ""
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["gpus"] = list(self.gpus)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> HostInfo:
+        return cls(
+            cpu_model=str(data.get("cpu_model", "unknown")),
+            cpu_count=int(data.get("cpu_count", 0)),
+            gpus=tuple(data.get("gpus", ())),
+            system=str(data.get("system", "")),
+        )
+
+    def summary(self) -> str:
+        """``2 x AMD EPYC 7B13, no GPU`` (one line, for tables and warnings)."""
+        gpus = ", ".join(self.gpus) if self.gpus else "no GPU"
+        return f"{self.cpu_count} x {self.cpu_model}, {gpus}"
+
+    def differences(self, other: HostInfo) -> list[str]:
+        """What differs from ``other`` in ways that change throughput (empty when comparable)."""
+        found = []
+        if self.cpu_model != other.cpu_model:
+            found.append(f"CPU {self.cpu_model!r} vs {other.cpu_model!r}")
+        if self.cpu_count != other.cpu_count:
+            found.append(f"{self.cpu_count} vs {other.cpu_count} CPUs")
+        if tuple(self.gpus) != tuple(other.gpus):
+            found.append(f"GPUs {list(self.gpus) or 'none'} vs {list(other.gpus) or 'none'}")
+        return found
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                return " ".join(value.split())
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _gpu_names() -> tuple[str, ...]:
+    """GPU names from ``nvidia-smi`` where it exists (none on a CPU-only machine)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ()
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(line.strip() for line in out.splitlines() if line.strip())
+
+
+def describe_host() -> HostInfo:
+    """The machine this process runs on."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return HostInfo(
+        cpu_model=_cpu_model(),
+        cpu_count=cpus or 1,
+        gpus=_gpu_names(),
+        system=f"{platform.system()} {platform.release()} {platform.machine()}",
+    )

@@ -1,0 +1,280 @@
+"""The tuning record: ``tritontune.lock.yaml`` beside each exported config.
+
+It says what a tuned config was measured to do and under which conditions: the SLO, the load
+(mode, level, request shape), the operating point with its spread over windows, the knobs, digests
+of the config and model files, the Triton and tritontune versions, the hardware and the date.
+``tritontune export`` writes it from a study; ``tritontune check`` re-measures against it.
+
+Records are plain YAML meant to be read (and, for the SLO or the load, edited) by people, so
+reading one validates it against a JSON schema and names the file and the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+
+from tritontune import __version__
+from tritontune.errors import InputError
+from tritontune.hostinfo import HostInfo
+
+RECORD_FILE = "tritontune.lock.yaml"
+#: A copy of the request data a study was measured with, so ``check`` sends the same requests.
+INPUT_DATA_FILE = "tritontune.input_data.json"
+RECORD_VERSION = 1
+
+_NUMBER = {"type": "number", "minimum": 0}
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "record_version",
+        "model",
+        "slo",
+        "load",
+        "operating_point",
+        "knobs",
+        "config_sha256",
+        "triton",
+        "tritontune_version",
+        "hardware",
+        "date",
+    ],
+    "properties": {
+        "record_version": {"const": RECORD_VERSION},
+        "model": {"type": "string", "minLength": 1},
+        "tuned_from": {"type": "object"},
+        "slo": {
+            "type": "object",
+            "required": ["p99_ms"],
+            "properties": {"p99_ms": {"type": "number", "exclusiveMinimum": 0}},
+        },
+        "load": {
+            "type": "object",
+            "required": ["mode", "value"],
+            "properties": {
+                "mode": {"enum": ["concurrency", "rate"]},
+                "value": {"type": "number", "exclusiveMinimum": 0},
+                "arrival": {"enum": ["poisson", "constant"]},
+                "batch_size": {"type": "integer", "minimum": 1},
+                "dynamic_dim": {"type": "integer", "minimum": 1},
+            },
+        },
+        "operating_point": {
+            "type": "object",
+            "required": ["throughput", "p50_ms", "p99_ms"],
+            "properties": {
+                "confirmed": {"type": "boolean"},
+                "throughput": _NUMBER,
+                "throughput_spread": _NUMBER,
+                "p50_ms": _NUMBER,
+                "p99_ms": _NUMBER,
+                "p99_spread": _NUMBER,
+                "avg_batch_size": {"type": ["number", "null"]},
+            },
+        },
+        "baseline": {"type": ["object", "null"]},
+        "knobs": {"type": "object"},
+        "precision": {"type": ["object", "null"]},
+        "config_sha256": {"type": "string"},
+        "model_files": {"type": "object", "additionalProperties": {"type": "string"}},
+        "triton": {
+            "type": "object",
+            "required": ["version"],
+            "properties": {"version": {"type": "string"}},
+        },
+        "tritontune_version": {"type": "string"},
+        "hardware": {
+            "type": "object",
+            "required": ["cpu_model", "cpu_count"],
+            "properties": {
+                "cpu_model": {"type": "string"},
+                "cpu_count": {"type": "integer"},
+                "gpus": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+        "date": {"type": "string"},
+        "routing": {"type": ["object", "null"]},
+    },
+}
+
+
+@dataclass(frozen=True)
+class RecordedLoad:
+    """The load a tuned config was measured at, and what each request carried."""
+
+    mode: Literal["concurrency", "rate"]
+    value: float
+    arrival: Literal["poisson", "constant"] = "poisson"
+    batch_size: int = 1
+    dynamic_dim: int = 16
+
+    def label(self) -> str:
+        if self.mode == "concurrency":
+            return f"concurrency {self.value:g}"
+        return f"{self.value:,.0f} req/s ({self.arrival})"
+
+
+@dataclass(frozen=True)
+class RecordedPoint:
+    """The operating point as measured by the search (and confirmed, for the winner)."""
+
+    throughput: float
+    p50_ms: float
+    p99_ms: float
+    throughput_spread: float = 0.0
+    """Largest relative distance of a window's throughput from their mean."""
+    p99_spread: float = 0.0
+    avg_batch_size: float | None = None
+    confirmed: bool = False
+    """True when re-measured with longer windows, every window under the SLO."""
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    """One exported model's record (see the module docstring)."""
+
+    model: str
+    slo_p99_ms: float
+    load: RecordedLoad
+    operating_point: RecordedPoint
+    knobs: dict
+    config_sha256: str
+    triton_version: str
+    hardware: HostInfo
+    tuned_from: dict = field(default_factory=dict)
+    """Where the result came from: source model, study, storage, trial, rank."""
+    baseline: dict | None = None
+    model_files: dict[str, str] = field(default_factory=dict)
+    """Model files relative to the model directory -> sha256."""
+    precision: dict | None = None
+    triton_launch: str = "local"
+    served_via_python_backend: bool = False
+    tritontune_version: str = __version__
+    date: str = field(
+        default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    )
+    routing: dict | None = None
+
+    @property
+    def slo_p99_s(self) -> float:
+        return self.slo_p99_ms / 1e3
+
+    def to_dict(self) -> dict:
+        point = self.operating_point
+        return {
+            "record_version": RECORD_VERSION,
+            "model": self.model,
+            "tuned_from": self.tuned_from,
+            "slo": {"p99_ms": self.slo_p99_ms},
+            "load": {
+                "mode": self.load.mode,
+                "value": self.load.value,
+                **({"arrival": self.load.arrival} if self.load.mode == "rate" else {}),
+                "batch_size": self.load.batch_size,
+                "dynamic_dim": self.load.dynamic_dim,
+            },
+            "operating_point": {
+                "confirmed": point.confirmed,
+                "throughput": round(point.throughput, 3),
+                "throughput_spread": round(point.throughput_spread, 4),
+                "p50_ms": round(point.p50_ms, 4),
+                "p99_ms": round(point.p99_ms, 4),
+                "p99_spread": round(point.p99_spread, 4),
+                "avg_batch_size": None
+                if point.avg_batch_size is None
+                else round(point.avg_batch_size, 3),
+            },
+            "baseline": self.baseline,
+            "knobs": self.knobs,
+            "precision": self.precision,
+            "config_sha256": self.config_sha256,
+            "model_files": dict(self.model_files),
+            "triton": {
+                "version": self.triton_version,
+                "launch": self.triton_launch,
+                "served_via_python_backend": self.served_via_python_backend,
+            },
+            "tritontune_version": self.tritontune_version,
+            "hardware": self.hardware.to_dict(),
+            "date": self.date,
+            "routing": self.routing,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TuningRecord:
+        load, point, triton = data["load"], data["operating_point"], data["triton"]
+        return cls(
+            model=data["model"],
+            slo_p99_ms=float(data["slo"]["p99_ms"]),
+            load=RecordedLoad(
+                mode=load["mode"],
+                value=float(load["value"]),
+                arrival=load.get("arrival", "poisson"),
+                batch_size=int(load.get("batch_size", 1)),
+                dynamic_dim=int(load.get("dynamic_dim", 16)),
+            ),
+            operating_point=RecordedPoint(
+                throughput=float(point["throughput"]),
+                p50_ms=float(point["p50_ms"]),
+                p99_ms=float(point["p99_ms"]),
+                throughput_spread=float(point.get("throughput_spread", 0.0)),
+                p99_spread=float(point.get("p99_spread", 0.0)),
+                avg_batch_size=point.get("avg_batch_size"),
+                confirmed=bool(point.get("confirmed", False)),
+            ),
+            knobs=dict(data["knobs"]),
+            config_sha256=data["config_sha256"],
+            triton_version=triton["version"],
+            triton_launch=triton.get("launch", "local"),
+            served_via_python_backend=bool(triton.get("served_via_python_backend", False)),
+            hardware=HostInfo.from_dict(data["hardware"]),
+            tuned_from=dict(data.get("tuned_from") or {}),
+            baseline=data.get("baseline"),
+            model_files=dict(data.get("model_files") or {}),
+            precision=data.get("precision"),
+            tritontune_version=data["tritontune_version"],
+            date=data["date"],
+            routing=data.get("routing"),
+        )
+
+
+_HEADER = """\
+# tritontune tuning record: what this config was measured to do, and where.
+# `tritontune check` re-measures the model at this load and fails when p99 exceeds the SLO or
+# throughput falls more than the tolerance below the figure here. The SLO and the load may be
+# edited; the rest is what was measured.
+"""
+
+
+def write_record(record: TuningRecord, model_dir: Path) -> Path:
+    """Write ``record`` as ``model_dir/tritontune.lock.yaml``; returns the path."""
+    path = Path(model_dir) / RECORD_FILE
+    body = yaml.safe_dump(record.to_dict(), sort_keys=False, allow_unicode=True, width=100)
+    path.write_text(_HEADER + body, encoding="utf-8")
+    return path
+
+
+def read_record(path: Path) -> TuningRecord:
+    """Read and validate a record; every problem names the file and the field."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the tuning record ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InputError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: expected a tuning record (a YAML mapping), found {type(data).__name__}"
+        )
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise InputError(f"{path}: {where}: {error.message}")
+    return TuningRecord.from_dict(data)
