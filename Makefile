@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps demo profile-demo test unit integration lint format bench clean
+.PHONY: setup system-deps test-env demo profile-demo test unit integration lint format bench clean
 
 setup: $(VENV)/.installed
 
@@ -38,7 +38,24 @@ profile-demo: setup examples/model_repository/mlp/1/model.onnx
 	$(VENV)/bin/tritontune profile --model-repository examples/model_repository --model mlp \
 	  --max-queue-delay 2ms --concurrency 1,4,16
 
-test: setup examples/model_repository/mlp/1/model.onnx
+# What the integration tests drive besides tritonserver: a real Docker engine (Debian's docker.io,
+# started here on vfs with no bridge, as this kind of machine allows) for the Docker launcher, and
+# Debian's chromium for the report's browser test. Installed and started when root; otherwise
+# those tests are skipped with the reason (CI sets TRITONTUNE_REQUIRE_* so they fail there).
+test-env:
+	@if [ "$$(id -u)" != 0 ]; then echo "test-env: not root; Docker and browser tests may skip"; exit 0; fi; \
+	missing=""; command -v dockerd >/dev/null || missing="$$missing docker.io"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then echo "installing$$missing (Debian)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	if ! docker info >/dev/null 2>&1; then \
+	  echo "starting dockerd (log: /tmp/tritontune-dockerd.log)"; \
+	  (dockerd --iptables=false --bridge=none --storage-driver=vfs >/tmp/tritontune-dockerd.log 2>&1 &); \
+	  for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done; \
+	  docker info >/dev/null 2>&1 || { echo "dockerd did not come up:"; tail -5 /tmp/tritontune-dockerd.log; }; \
+	fi
+
+test: setup test-env examples/model_repository/mlp/1/model.onnx
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup

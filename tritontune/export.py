@@ -25,9 +25,11 @@ from pathlib import Path
 import optuna
 
 from tritontune.config.model_config import config_digest, parse_config_text, write_config
-from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.config.repository import ModelSource, file_sha256, load_model_source
+from tritontune.config.variant import FP32, variant_filename
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.precision import ConversionError, build_variant, precision_data
 from tritontune.record import (
     INPUT_DATA_FILE,
     RECORD_FILE,
@@ -82,8 +84,6 @@ class _Pick:
     rank: int
     point: OperatingPoint
     confirmed: bool
-    model_files: dict[str, str]
-    """sha256 of each model file, as checked against the study's."""
 
     @property
     def name(self) -> str:
@@ -163,7 +163,7 @@ def _picks(
         warnings.append(
             f"study {endpoint.study!r}: only {len(feasible)} config(s) met the SLO (--top-k {top_k})"
         )
-    source, digests = _measured_source(study, model_repository)
+    source = _measured_source(study, model_repository)
     picks = []
     for rank, result in enumerate(feasible[:top_k], 1):
         assert result.operating_point is not None
@@ -177,14 +177,12 @@ def _picks(
                     f"study {endpoint.study!r}: the best config (trial {result.number}) was not "
                     "confirmed by the search; its record keeps the search's own measurement"
                 )
-        picks.append(_Pick(endpoint, study, source, result, rank, point, confirmed, digests))
+        picks.append(_Pick(endpoint, study, source, result, rank, point, confirmed))
     return picks
 
 
-def _measured_source(
-    study: optuna.Study, model_repository: Path | None
-) -> tuple[ModelSource, dict[str, str]]:
-    """The user's model, checked to be the very files the search measured, and their digests."""
+def _measured_source(study: optuna.Study, model_repository: Path | None) -> ModelSource:
+    """The user's model, checked to be the very files the search measured."""
     attrs = study.user_attrs
     repository = model_repository or attrs.get("model_repository")
     if not repository:
@@ -194,8 +192,8 @@ def _measured_source(
         )
     source = load_model_source(Path(repository), attrs["model"])
     measured = attrs.get("model_files")
-    now = source.file_digests()
     if measured is not None:
+        now = source.file_digests()
         changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
         if changed:
             raise InputError(
@@ -203,7 +201,7 @@ def _measured_source(
                 f"{study.study_name!r} measured it; its figures would not be true of these files "
                 "(search again, or point --model-repository at the measured files)"
             )
-    return source, now
+    return source
 
 
 def _check_output(out: Path, names: list[str], force: bool) -> None:
@@ -216,7 +214,13 @@ def _check_output(out: Path, names: list[str], force: bool) -> None:
         )
 
 
-def _record_for(pick: _Pick, storage: str, routing: dict | None, config_sha256: str) -> TuningRecord:
+def _record_for(
+    pick: _Pick,
+    storage: str,
+    routing: dict | None,
+    config_sha256: str,
+    model_files: dict[str, str],
+) -> TuningRecord:
     attrs = pick.study.user_attrs
     workload = attrs.get("workload", {})
     point = pick.point
@@ -241,7 +245,8 @@ def _record_for(pick: _Pick, storage: str, routing: dict | None, config_sha256: 
         ),
         knobs=pick.result.knobs,
         config_sha256=config_sha256,
-        model_files=pick.model_files,
+        model_files=model_files,
+        precision=_precision_record(pick),
         triton_version=str(attrs.get("server_version", "unknown")),
         triton_launch=str(attrs.get("launch", "local")),
         served_via_python_backend=bool(attrs.get("served_via_python_backend", False)),
@@ -269,18 +274,49 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
     source = pick.source
     config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
     config.name = pick.name
+    files = {rel: source.directory / rel for rel in source.version_files()}
+    precision = pick.result.knobs.get("precision", FP32)
+    if precision != FP32:
+        # The model in the chosen precision: the variant replaces the FP32 weights.
+        files.pop(source.model_file.relative_to(source.directory), None)
+        variant = Path(source.version) / variant_filename(source.model_file.name, precision)
+        files[variant] = _precision_file(pick, precision)
     target.mkdir(parents=True)
-    for relative in source.version_files():
+    for relative, origin in files.items():
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source.directory / relative, destination)
+        shutil.copy2(origin, destination)
     write_config(config, target / "config.pbtxt")
     input_data = pick.study.user_attrs.get("workload", {}).get("input_data")
     if input_data:
         shutil.copy2(input_data, target / INPUT_DATA_FILE)
-    record = _record_for(pick, storage, routing, config_digest(config))
+    written = {str(rel): file_sha256(target / rel) for rel in sorted(files)}
+    record = _record_for(pick, storage, routing, config_digest(config), written)
     write_record(record, target)
     return record
+
+
+def _precision_file(pick: _Pick, precision: str) -> Path:
+    """The variant file the search measured: rebuilt from the same inputs (a cache hit, unless
+    the cache was cleared; the build is deterministic)."""
+    source = pick.source
+    input_data = pick.study.user_attrs.get("workload", {}).get("input_data")
+    data = precision_data(source.base_config, Path(input_data) if input_data else None)
+    try:
+        return build_variant(source.model_file, precision, calibration=data.calibration)
+    except ConversionError as err:
+        raise InputError(
+            f"precision {precision} of {source.name!r} could not be rebuilt: {err}"
+        ) from None
+
+
+def _precision_record(pick: _Pick) -> dict | None:
+    """The precision served and its accuracy against FP32, as the search checked it."""
+    precision = pick.result.knobs.get("precision")
+    if precision is None:
+        return None
+    check = pick.study.user_attrs.get("precisions", {}).get(precision, {})
+    return {"precision": precision, "accuracy": check.get("accuracy"), "data": check.get("data")}
 
 
 def _verify(model_dir: Path, name: str) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from tritontune import __version__
 from tritontune.config.model_config import config_to_text
-from tritontune.config.variant import Variant, describe_config
+from tritontune.config.variant import FP32, Variant, describe_config
+from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import Measurement
 from tritontune.session import TuningSession
@@ -32,6 +33,8 @@ class ProfileResult:
     switch_s: float | None
     measurements: list[Measurement] = field(default_factory=list)
     restarts: int = 0
+    accuracy: dict | None = None
+    """For a precision variant: its accuracy against FP32 (see :mod:`tritontune.precision`)."""
 
     def to_dict(self) -> dict:
         return {
@@ -46,6 +49,7 @@ class ProfileResult:
             "config_pbtxt": self.config_text,
             "config_switch_s": self.switch_s,
             "server_restarts": self.restarts,
+            "accuracy": self.accuracy,
             "levels": [m.to_dict() for m in self.measurements],
         }
 
@@ -58,8 +62,21 @@ def run_profile(
     on_level_start: Callable[[LoadSpec], None] | None = None,
     on_level_done: Callable[[Measurement], None] | None = None,
     restart_retries: int = 1,
+    accuracy_overrides: dict[str, float] | None = None,
 ) -> ProfileResult:
-    """Load ``variant`` on the session's server and measure it at each of ``loads``."""
+    """Load ``variant`` on the session's server and measure it at each of ``loads``.
+
+    A precision variant is built and accuracy-checked first; one that fails its check is
+    refused with the reason, never measured.
+    """
+    accuracy = None
+    if variant.precision not in (None, FP32):
+        check = session.prepare_precisions([variant.precision], tolerance_overrides=accuracy_overrides)[
+            variant.precision
+        ]
+        if not check.accepted:
+            raise InputError(f"precision {variant.precision}: rejected, not measured: {check.reason}")
+        accuracy = check.to_dict()["accuracy"]
     config = session.load_variant(variant)
     switch_s = session.last_switch_s
     measurements = []
@@ -84,4 +101,5 @@ def run_profile(
         switch_s=switch_s,
         measurements=measurements,
         restarts=restarts,
+        accuracy=accuracy,
     )

@@ -35,8 +35,10 @@ from tritontune.measure.inputs import (
 )
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import Measurement, MeasureSettings, measure_load
+from tritontune.precision.convert import cache_dir as precision_cache_dir
 from tritontune.precision.prepare import PrecisionCheck, prepare_precisions
 from tritontune.server.client import TritonClient
+from tritontune.server.docker import DockerSettings, DockerTritonLauncher
 from tritontune.server.launcher import ServerInfo, TritonLauncher
 from tritontune.server.local import LocalTritonLauncher
 from tritontune.server.remote import RemoteTriton
@@ -65,6 +67,7 @@ class TuningSession:
         workload: Workload | None = None,
         settings: MeasureSettings | None = None,
         work_dir: Path | None = None,
+        docker: DockerSettings | None = None,
     ) -> None:
         self.source = source
         self.workload = workload or Workload()
@@ -77,10 +80,17 @@ class TuningSession:
             self.launcher: TritonLauncher = LocalTritonLauncher(
                 self.repository.root, binary=tritonserver, log_path=self.log_path
             )
+        elif launch == "docker":
+            self.launcher = DockerTritonLauncher(
+                self.repository.root,
+                docker or DockerSettings(),
+                mounts=self._linked_directories(),
+                log_path=self.log_path,
+            )
         elif launch == "remote":
             self.launcher = RemoteTriton(url or "")
         else:
-            raise InputError(f"--launch: {launch!r} is not one of local, remote")
+            raise InputError(f"--launch: {launch!r} is not one of local, docker, remote")
         self.served: ServedModel | None = None
         self.client: TritonClient | None = None
         self.tuned_config: ModelConfig | None = None
@@ -91,6 +101,15 @@ class TuningSession:
         self._requests: list = []
         self._was_loaded_remotely = False
         self._onnx_shapes = onnx_io_shapes(source.model_file) if source.backend == ONNX_BACKEND else None
+
+    def _linked_directories(self) -> tuple[Path, ...]:
+        """Where the working repository's links lead (the user's model files, the precision
+        cache): a container must see them at the same paths."""
+        version = self.source.directory / self.source.version
+        targets = {(version / entry.name).resolve().parent for entry in version.iterdir()}
+        cache = precision_cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        return tuple(sorted(targets | {cache.resolve()}))
 
     @property
     def name(self) -> str:

@@ -70,3 +70,37 @@ def test_instance_kind_names():
 
 def test_to_dict_lists_only_set_knobs():
     assert Variant(instance_count=2).to_dict() == {"instance_count": 2}
+
+
+def test_precision_points_the_config_at_the_variant_file():
+    from tritontune.config.variant import precision_of, variant_filename
+
+    fp16 = apply_variant(BASE, Variant(precision="fp16"))
+    assert fp16.default_model_filename == "model.fp16.onnx"
+    assert precision_of(fp16) == "fp16" and describe_config(fp16)["precision"] == "fp16"
+    assert fp16.input[0].data_type == BASE.input[0].data_type  # FP32 I/O kept
+    io = apply_variant(BASE, Variant(precision="fp16_io"))
+    assert io.input[0].data_type == io.output[0].data_type != BASE.input[0].data_type
+    # fp32 is the base config's own model file
+    back = apply_variant(BASE, Variant(precision="fp32"))
+    assert back.default_model_filename == "" and "precision" not in describe_config(back)
+    assert variant_filename("net.onnx", "int8_static") == "net.int8_static.onnx"
+    assert precision_of(apply_variant(BASE, Variant(precision="int8_static"))) == "int8_static"
+
+
+def test_tensorrt_precision_is_written_as_an_accelerator():
+    from tritontune.config.validate import TargetCapabilities, config_problems
+
+    gpu = apply_variant(BASE, Variant(instance_kind="gpu", tensorrt_precision="fp16"))
+    (trt,) = gpu.optimization.execution_accelerators.gpu_execution_accelerator
+    assert trt.name == "tensorrt" and trt.parameters["precision_mode"] == "FP16"
+    assert describe_config(gpu)["tensorrt_precision"] == "FP16"
+    again = apply_variant(gpu, Variant(tensorrt_precision="INT8"))
+    assert len(again.optimization.execution_accelerators.gpu_execution_accelerator) == 1
+    assert config_problems(gpu, TargetCapabilities(gpu_count=1)) == []
+    problems = " ".join(config_problems(gpu, TargetCapabilities(gpu_count=0)))
+    assert "needs a GPU, and the server has none" in problems
+    cpu = apply_variant(BASE, Variant(tensorrt_precision="FP16"))  # BASE has KIND_CPU
+    assert "need KIND_GPU instances" in " ".join(config_problems(cpu))
+    with pytest.raises(ConfigError, match="tensorrt precision 'fp8'"):
+        apply_variant(BASE, Variant(tensorrt_precision="fp8"))

@@ -115,3 +115,28 @@ def test_bad_space_files(tmp_path: Path, text: str, message: str):
 def test_missing_space_file(tmp_path: Path):
     with pytest.raises(InputError, match="cannot read the space file"):
         load_space_file(tmp_path / "absent.yaml", SearchSpace({}))
+
+
+def test_numeric_choices_are_ordered_for_the_sampler():
+    batch = Choice((8, 16, 32, 64))
+    assert batch.ordered and not Choice((1, 2)).ordered and not Choice((False, True)).ordered
+    assert [batch.snap(x) for x in (5.0, 11.0, 12.0, 30.0, 46.0, 90.0)] == [8, 8, 16, 32, 64, 64]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    picks = []
+    for _ in range(400):
+        trial = study.ask()
+        picks.append(batch.suggest(trial, "max_batch_size"))
+        study.tell(trial, 0.0)
+    # Optuna sees an ordered (log-scaled float) dimension, not categories ...
+    dist = study.trials[0].distributions["max_batch_size"]
+    assert isinstance(dist, optuna.distributions.FloatDistribution) and dist.log
+    # ... and every value gets its fair share of it, the end values included.
+    shares = [picks.count(v) / len(picks) for v in batch.values]
+    assert all(0.17 < share < 0.33 for share in shares), shares
+
+
+def test_ordered_choice_accepts_its_own_values_back():
+    # resuming enqueues the recorded values; a grid enqueues exact values too
+    delays = Choice((100, 500, 2000, 8000))
+    for value in delays.values:
+        assert delays.suggest(optuna.trial.FixedTrial({"d": value}), "d") == value

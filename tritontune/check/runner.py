@@ -29,6 +29,7 @@ from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import Measurement, MeasureSettings
 from tritontune.record import INPUT_DATA_FILE, RECORD_FILE, TuningRecord, read_record
+from tritontune.server.docker import DockerSettings
 from tritontune.session import TuningSession, Workload
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
@@ -45,6 +46,7 @@ class CheckSettings:
     launch: str = "local"
     url: str | None = None
     tritonserver: Path | None = None
+    docker: DockerSettings | None = None
 
 
 @dataclass
@@ -225,6 +227,7 @@ def _check_on_server(
         launch=settings.launch,
         url=settings.url,
         tritonserver=settings.tritonserver,
+        docker=settings.docker,
         workload=workload,
         settings=settings.measure,
     )

@@ -21,16 +21,21 @@ from tritontune.check import (
 )
 from tritontune.check.reports import criterion_text
 from tritontune.cli._common import (
+    GpusOption,
+    ImageOption,
     LaunchOption,
+    ShmSizeOption,
     TritonserverOption,
     UrlOption,
     app,
     console,
+    docker_settings,
     err_console,
     ms,
     user_errors,
 )
 from tritontune.measure.runner import Measurement
+from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.units import parse_duration, parse_fraction
 
 
@@ -49,6 +54,9 @@ def check(
     ] = 3,
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
     launch: LaunchOption = "local",
+    image: ImageOption = DEFAULT_IMAGE,
+    gpus: GpusOption = None,
+    shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
 ) -> None:
@@ -62,6 +70,7 @@ def check(
             launch=launch,
             url=url,
             tritonserver=tritonserver,
+            docker=docker_settings(image, gpus, shm_size),
         )
         report = _check_with_progress(repository, settings)
         _print_report(report)

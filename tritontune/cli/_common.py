@@ -14,10 +14,9 @@ from rich.text import Text
 
 from tritontune import __version__
 from tritontune.errors import ServerDiedError, TritonTuneError
+from tritontune.precision.accuracy import AccuracyFigures
+from tritontune.server.docker import DockerSettings
 from tritontune.session import TuningSession
-from tritontune.units import (
-    format_duration,
-)
 
 app = typer.Typer(
     name="tritontune",
@@ -67,8 +66,25 @@ BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per reques
 InputDataOption = Annotated[
     Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
 ]
-LaunchOption = Annotated[str, typer.Option(help="local (start tritonserver) or remote (--url).")]
+LaunchOption = Annotated[
+    str,
+    typer.Option(help="local (start tritonserver), docker (a container) or remote (--url)."),
+]
+ImageOption = Annotated[
+    str, typer.Option(help="--launch docker: the tritonserver image (never pulled).")
+]
+GpusOption = Annotated[
+    str | None, typer.Option(help="--launch docker: GPUs for the container, all or 0,1.")
+]
+ShmSizeOption = Annotated[str, typer.Option(help="--launch docker: the container's /dev/shm.")]
 UrlOption = Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")]
+AccuracyOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Accuracy bounds for precision variants against FP32, e.g. "
+        "cosine=0.995,top1=0.98,rel=0.05,max_abs=0.1 (defaults depend on the precision)."
+    ),
+]
 TritonserverOption = Annotated[
     Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
 ]
@@ -94,25 +110,19 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f}"
 
 
-def format_knobs(knobs: dict) -> str:
-    """A config's knobs on one line: ``max_batch_size=64 batching(delay=1ms) 1xKIND_CPU ...``."""
-    parts = [f"max_batch_size={knobs['max_batch_size']}"]
-    if knobs.get("dynamic_batching"):
-        inner = [f"delay={format_duration(knobs.get('max_queue_delay_us', 0) / 1e6)}"]
-        if knobs.get("preferred_batch_sizes"):
-            inner.append("preferred=" + ",".join(map(str, knobs["preferred_batch_sizes"])))
-        parts.append(f"batching({' '.join(inner)})")
-    else:
-        parts.append("no batching")
-    parts += [f"{g['count']}x{g['kind'].removeprefix('KIND_')}" for g in knobs["instance_group"]]
-    if knobs.get("response_cache"):
-        parts.append("cache")
-    parts += [f"{k}={v}" for k, v in knobs.get("parameters", {}).items()]
-    return " ".join(parts)
+def accuracy_text(accuracy: dict | None) -> str:
+    """``cos 0.99998, top-1 100.0%, max abs 0.0012`` for a precision variant, else ``""``."""
+    return AccuracyFigures.from_dict(accuracy).summary() if accuracy else ""
+
+
+def docker_settings(image: str, gpus: str | None, shm_size: str) -> DockerSettings:
+    return DockerSettings(image=image, gpus=gpus, shm_size=shm_size)
 
 
 def print_server(session: TuningSession) -> None:
     info = session.info
+    for name in getattr(session.launcher, "stale_removed", []):
+        err_console.print(f"removed container {name}, left by a tritontune that crashed")
     err_console.print(
         f"tritonserver {info.version} ({info.launch}, gRPC {info.grpc_url})", highlight=False
     )

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tritontune.cli._common import app, console, err_console, format_knobs, ms, user_errors
+from tritontune.cli._common import app, console, err_console, ms, user_errors
+from tritontune.config.variant import knobs_summary
 from tritontune.export import Endpoint, export_studies, parse_endpoint
 from tritontune.search import DEFAULT_STORAGE
 
@@ -57,7 +58,7 @@ def export(
             record, point = model.record, model.record.operating_point
             table.add_row(
                 model.name,
-                format_knobs(record.knobs),
+                knobs_summary(record.knobs),
                 f"{record.load.value:g}",
                 f"{point.throughput:,.0f}",
                 ms(point.p99_ms / 1e3),

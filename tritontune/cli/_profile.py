@@ -11,26 +11,34 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from tritontune.cli._common import (
+    AccuracyOption,
     BatchSizeOption,
+    GpusOption,
+    ImageOption,
     InputDataOption,
     LaunchOption,
     ModelOption,
     RepositoryOption,
+    ShmSizeOption,
     TritonserverOption,
     UrlOption,
+    accuracy_text,
     app,
     console,
+    docker_settings,
     err_console,
-    format_knobs,
     ms,
     print_server,
     user_errors,
 )
-from tritontune.config.variant import Variant
+from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import Measurement, MeasureSettings
+from tritontune.precision import parse_tolerance
+from tritontune.precision.convert import check_precision
 from tritontune.profile import ProfileResult, run_profile
+from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import Workload, open_session
 from tritontune.units import (
     parse_duration,
@@ -62,7 +70,7 @@ def _loads(concurrency: str | None, request_rate: str | None, arrival: str) -> l
 
 
 def _levels_table(result: ProfileResult) -> Table:
-    table = Table(title=f"{result.model}: {format_knobs(result.knobs)}", title_justify="left")
+    table = Table(title=f"{result.model}: {knobs_summary(result.knobs)}", title_justify="left")
     for column in ("load", "infer/s", "p50 ms", "p90", "p95", "p99", "p99.9", "max", "errors"):
         table.add_column(column, justify="right")
     for column in ("queue ms", "compute ms", "avg batch", "stable"):
@@ -106,6 +114,11 @@ def profile(
     instances: Annotated[int | None, typer.Option(help="Instance count.", min=1)] = None,
     kind: Annotated[str | None, typer.Option(help="Instance kind: cpu or gpu.")] = None,
     response_cache: Annotated[bool | None, typer.Option("--response-cache/--no-response-cache")] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(help="Precision variant: fp32, fp16, fp16_io, int8_dynamic, int8_static."),
+    ] = None,
+    accuracy: AccuracyOption = None,
     param: Annotated[
         list[str] | None,
         typer.Option(help="Backend parameter KEY=VALUE (repeatable), e.g. intra_op_thread_count=1."),
@@ -124,6 +137,9 @@ def profile(
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
     max_windows: Annotated[int, typer.Option(help="Windows before giving up on stability.", min=3)] = 8,
     launch: LaunchOption = "local",
+    image: ImageOption = DEFAULT_IMAGE,
+    gpus: GpusOption = None,
+    shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
@@ -145,6 +161,7 @@ def profile(
             instance_kind=kind,
             response_cache=response_cache,
             backend_parameters=_parse_params(param or []),
+            precision=check_precision(precision) if precision else None,
         )
         loads = _loads(concurrency, request_rate, arrival)
         settings = MeasureSettings(
@@ -159,13 +176,21 @@ def profile(
             launch=launch,
             url=url,
             tritonserver=tritonserver,
+            docker=docker_settings(image, gpus, shm_size),
             workload=workload,
             settings=settings,
         )
         with session:
             print_server(session)
-            result = _profile_with_progress(session, variant, loads)
+            result = _profile_with_progress(
+                session, variant, loads, parse_tolerance(accuracy) if accuracy else None
+            )
         console.print(_levels_table(result))
+        if result.accuracy:
+            console.print(
+                f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}",
+                highlight=False,
+            )
         if result.switch_s is not None:
             console.print(f"config switch (model reload): {result.switch_s:.2f} s", highlight=False)
         if json_out:
@@ -173,7 +198,9 @@ def profile(
             console.print(f"wrote {json_out}", highlight=False)
 
 
-def _profile_with_progress(session, variant: Variant, loads: list[LoadSpec]) -> ProfileResult:
+def _profile_with_progress(
+    session, variant: Variant, loads: list[LoadSpec], accuracy_overrides: dict | None
+) -> ProfileResult:
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -195,4 +222,13 @@ def _profile_with_progress(session, variant: Variant, loads: list[LoadSpec]) -> 
                 highlight=False,
             )
 
-        return run_profile(session, variant, loads, on_level_start=start, on_level_done=done)
+        if variant.precision:
+            progress.update(task, description=f"building and checking {variant.precision}")
+        return run_profile(
+            session,
+            variant,
+            loads,
+            on_level_start=start,
+            on_level_done=done,
+            accuracy_overrides=accuracy_overrides,
+        )

@@ -14,22 +14,31 @@ from rich.table import Table
 from rich.text import Text
 
 from tritontune.cli._common import (
+    AccuracyOption,
     BatchSizeOption,
+    GpusOption,
+    ImageOption,
     InputDataOption,
     LaunchOption,
     ModelOption,
     RepositoryOption,
+    ShmSizeOption,
     TritonserverOption,
     UrlOption,
+    accuracy_text,
     app,
     console,
+    docker_settings,
     err_console,
-    format_knobs,
     ms,
     print_server,
     user_errors,
 )
+from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
+from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
+from tritontune.precision import PrecisionCheck, parse_tolerance
+from tritontune.report import DEFAULT_HEADROOM, collect, write_report
 from tritontune.search import (
     DEFAULT_STORAGE,
     SEARCH_MEASURE,
@@ -39,12 +48,13 @@ from tritontune.search import (
     SearchSettings,
     SearchSpace,
     TrialResult,
-    default_space,
     default_study_name,
-    load_space_file,
     run_search,
+    space_for_session,
 )
-from tritontune.session import TuningSession, Workload, open_session
+from tritontune.search.study import load_existing_study
+from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.session import Workload, open_session
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -76,12 +86,20 @@ def search(
     input_data: InputDataOption = None,
     warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.2s",
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.3s",
+    accuracy: AccuracyOption = None,
+    report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
+    headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
+    peak_qps: PeakOption = None,
     launch: LaunchOption = "local",
+    image: ImageOption = DEFAULT_IMAGE,
+    gpus: GpusOption = None,
+    shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors():
+        plan_options = parse_plan_options(headroom, peak_qps)
         slo = parse_duration(slo_p99, what="--slo-p99", unit="ms")
         if slo <= 0:
             raise InputError("--slo-p99: must be above 0, e.g. 50ms")
@@ -95,6 +113,7 @@ def search(
             seed=seed,
             storage=storage,
             study_name=study,
+            accuracy_overrides=parse_tolerance(accuracy) if accuracy else None,
             measure=replace(
                 SEARCH_MEASURE,
                 warmup_s=parse_duration(warmup, what="--warmup"),
@@ -107,12 +126,13 @@ def search(
             launch=launch,
             url=url,
             tritonserver=tritonserver,
+            docker=docker_settings(image, gpus, shm_size),
             workload=Workload(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,
         )
         with session:
             print_server(session)
-            tuning_space = build_space(session, slo, space)
+            tuning_space = space_for_session(session, slo, space)
             err_console.print(
                 "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items()),
                 highlight=False,
@@ -131,22 +151,22 @@ def search(
         out = results or Path(f"{outcome.study_name}.results.json")
         out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
         console.print(f"results: {out}", highlight=False)
+        finished = load_existing_study(storage, outcome.study_name)
+        if report:
+            data = write_report(finished, report, **plan_options)
+            console.print(f"report: {report}", highlight=False)
+        else:
+            data = collect(finished, **plan_options)
+        if data.capacity:
+            console.print("capacity plan:", highlight=False)
+            for line in data.capacity.lines():
+                console.print(f"  {line}", highlight=False)
         if outcome.best is None:
             err_console.print(
                 Text("no config met the SLO", style="bold red"),
                 Text(f"(p99 <= {format_duration(slo)}); see the results file for each trial"),
             )
             raise typer.Exit(1)
-
-
-def build_space(session: TuningSession, slo: float, space_file: Path | None) -> SearchSpace:
-    defaults = default_space(
-        session.source.base_config,
-        session.info.capabilities,
-        slo_p99_s=slo,
-        batch_dim_dynamic=session.batch_dim_dynamic,
-    )
-    return load_space_file(space_file, defaults) if space_file else defaults
 
 
 def _point_text(point: dict) -> str:
@@ -194,12 +214,29 @@ def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSe
                 highlight=False,
             )
 
+        def precisions(checks: dict[str, PrecisionCheck]) -> None:
+            for name, check in checks.items():
+                if name == "fp32":
+                    continue
+                verdict = "[green]accepted[/]" if check.accepted else "[yellow]left out[/]"
+                err_console.print(
+                    f"precision {name}: {verdict} ({escape(check.summary())})", highlight=False
+                )
+
+        bar.update(task, description="building precision variants")
         return run_search(
             session,
             tuning_space,
             settings,
-            SearchProgress(baseline_start, baseline, trial_start, trial_done),
+            SearchProgress(baseline_start, baseline, trial_start, trial_done, precisions),
         )
+
+
+def _config_text(result: TrialResult) -> str:
+    """The knobs, and for a precision variant its accuracy beside them."""
+    text = knobs_summary(result.knobs) if result.knobs else _point_text(result.params)
+    accuracy = accuracy_text(result.accuracy)
+    return f"{text} ({accuracy})" if accuracy else text
 
 
 def _op_text(op: OperatingPoint | None, unit: str) -> str:
@@ -231,7 +268,7 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         gain = outcome.improvement(r)
         versus = f"{gain:+.0%}" if gain is not None else ""
         table.add_row(
-            str(rank), str(r.number), format_knobs(r.knobs) if r.knobs else _point_text(r.params),
+            str(rank), str(r.number), _config_text(r),
             f"{op.load:g}" if op.feasible else "-", f"{op.throughput:,.0f}", ms(op.p50_s),
             ms(op.p99_s), versus if op.feasible else "misses SLO",
         )  # fmt: skip

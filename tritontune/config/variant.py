@@ -14,6 +14,7 @@ from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup, ModelQueuePol
 
 from tritontune.config.model_config import ModelConfig, copy_config, set_parameter
 from tritontune.errors import ConfigError
+from tritontune.units import format_duration
 
 INSTANCE_KINDS = {"cpu": ModelInstanceGroup.KIND_CPU, "gpu": ModelInstanceGroup.KIND_GPU}
 TIMEOUT_ACTIONS = {
@@ -226,3 +227,24 @@ def describe_config(config: ModelConfig) -> dict:
         if accelerator.name == "tensorrt":
             knobs["tensorrt_precision"] = accelerator.parameters.get("precision_mode", "FP32")
     return knobs
+
+
+def knobs_summary(knobs: dict) -> str:
+    """A config's knobs on one line: ``max_batch_size=64 batching(delay=1ms) 1xKIND_CPU ...``."""
+    parts = [f"max_batch_size={knobs['max_batch_size']}"]
+    if knobs.get("dynamic_batching"):
+        inner = [f"delay={format_duration(knobs.get('max_queue_delay_us', 0) / 1e6)}"]
+        if knobs.get("preferred_batch_sizes"):
+            inner.append("preferred=" + ",".join(map(str, knobs["preferred_batch_sizes"])))
+        parts.append(f"batching({' '.join(inner)})")
+    else:
+        parts.append("no batching")
+    parts += [f"{g['count']}x{g['kind'].removeprefix('KIND_')}" for g in knobs["instance_group"]]
+    if knobs.get("response_cache"):
+        parts.append("cache")
+    parts += [f"{k}={v}" for k, v in knobs.get("parameters", {}).items()]
+    if knobs.get("precision"):
+        parts.append(knobs["precision"])
+    if knobs.get("tensorrt_precision"):
+        parts.append(f"tensorrt({knobs['tensorrt_precision']})")
+    return " ".join(parts)

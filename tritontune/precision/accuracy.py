@@ -35,6 +35,16 @@ class AccuracyFigures:
     def to_dict(self) -> dict:
         return {k: (None if v is None else round(float(v), 6)) for k, v in asdict(self).items()}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> AccuracyFigures:
+        return cls(
+            max_abs_error=float(data["max_abs_error"]),
+            relative_error=float(data["relative_error"]),
+            cosine=float(data["cosine"]),
+            top1_agreement=data.get("top1_agreement"),
+            samples=int(data.get("samples", 0)),
+        )
+
     def summary(self) -> str:
         """``cos 0.99998, top-1 100.0%, max abs 0.0012``."""
         top1 = f", top-1 {self.top1_agreement:.1%}" if self.top1_agreement is not None else ""

@@ -7,6 +7,7 @@ from tritontune.search.runner import (
     SearchResult,
     SearchSettings,
     run_search,
+    space_for_session,
 )
 from tritontune.search.space import Choice, IntRange, SearchSpace, default_space, load_space_file
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, default_study_name
@@ -28,4 +29,5 @@ __all__ = [
     "load_space_file",
     "meets_slo",
     "run_search",
+    "space_for_session",
 ]

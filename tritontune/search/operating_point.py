@@ -37,11 +37,17 @@ class LevelResult:
     errors: int
     stable: bool
     meets_slo: bool
+    mean_s: float | None = None
+    """Mean latency (Little's law needs the mean); None in studies made before it was kept."""
+    requests: int = 0
+    """Replies counted at this level (successful and failed), for error rates."""
 
     def to_dict(self) -> dict:
         return {
             "load": self.load,
             "throughput": round(self.throughput, 3),
+            "mean_ms": None if self.mean_s is None else round(self.mean_s * 1e3, 4),
+            "requests": self.requests,
             "p50_ms": round(self.p50_s * 1e3, 4),
             "p95_ms": round(self.p95_s * 1e3, 4),
             "p99_ms": round(self.p99_s * 1e3, 4),
@@ -66,6 +72,8 @@ class OperatingPoint:
     throughput_deviation: float
     avg_batch_size: float | None
     levels: list[LevelResult] = field(default_factory=list)
+    mean_s: float | None = None
+    """Mean latency at the operating point (for Little's law); None in older studies."""
 
     @property
     def slo_excess_s(self) -> float:
@@ -80,6 +88,7 @@ class OperatingPoint:
             "feasible": self.feasible,
             "load": self.load,
             "throughput": round(self.throughput, 3),
+            "mean_ms": None if self.mean_s is None else round(self.mean_s * 1e3, 4),
             "p50_ms": round(self.p50_s * 1e3, 4),
             "p99_ms": round(self.p99_s * 1e3, 4),
             "p99_deviation": round(self.p99_deviation, 4),
@@ -100,6 +109,8 @@ class OperatingPoint:
                 errors=lv["errors"],
                 stable=lv["stable"],
                 meets_slo=lv["meets_slo"],
+                mean_s=lv["mean_ms"] / 1e3 if lv.get("mean_ms") is not None else None,
+                requests=lv.get("requests", 0),
             )
             for lv in data.get("levels", [])
         ]
@@ -115,6 +126,7 @@ class OperatingPoint:
             throughput_deviation=data.get("throughput_deviation", 0.0),
             avg_batch_size=data.get("avg_batch_size"),
             levels=levels,
+            mean_s=data["mean_ms"] / 1e3 if data.get("mean_ms") is not None else None,
         )
 
 
@@ -210,6 +222,8 @@ def _point(slo, load_mode, best: Measurement, *, feasible: bool, measured) -> Op
             errors=m.error_count,
             stable=m.stable,
             meets_slo=meets_slo(m, slo),
+            mean_s=m.latency.mean if m.latency.count else None,
+            requests=m.latency.count + m.error_count,
         )
         for load, m in sorted(measured.items())
     ]
@@ -225,6 +239,7 @@ def _point(slo, load_mode, best: Measurement, *, feasible: bool, measured) -> Op
         throughput_deviation=best.throughput_deviation,
         avg_batch_size=best.server.avg_batch_size if best.server else None,
         levels=levels,
+        mean_s=best.latency.mean if best.latency.count else None,
     )
 
 

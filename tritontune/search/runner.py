@@ -19,6 +19,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import optuna
@@ -26,17 +27,24 @@ from optuna.trial import TrialState
 
 from tritontune import __version__
 from tritontune.config.model_config import config_to_text
-from tritontune.config.variant import Variant, describe_config
-from tritontune.errors import ConfigError, ModelLoadError, ServerDiedError, ServerError
+from tritontune.config.variant import FP32, Variant, describe_config
+from tritontune.errors import (
+    ConfigError,
+    InputError,
+    ModelLoadError,
+    ServerDiedError,
+    ServerError,
+)
 from tritontune.hostinfo import describe_host
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.runner import MeasureSettings
+from tritontune.precision.prepare import PrecisionCheck
 from tritontune.search.operating_point import (
     OperatingPoint,
     confirm_operating_point,
     find_operating_point,
 )
-from tritontune.search.space import SearchSpace
+from tritontune.search.space import Choice, SearchSpace, default_space, load_space_file
 from tritontune.search.study import (
     DEFAULT_STORAGE,
     TrialResult,
@@ -76,6 +84,8 @@ class SearchSettings:
     study_name: str | None = None
     measure: MeasureSettings = SEARCH_MEASURE
     max_load: float = 512
+    accuracy_overrides: dict[str, float] | None = None
+    """Accuracy bounds for precision variants (see :func:`tritontune.precision.parse_tolerance`)."""
     sampler: optuna.samplers.BaseSampler | None = None
     """Another Optuna sampler (e.g. ``GridSampler`` for an exhaustive baseline); TPE by default."""
 
@@ -93,6 +103,8 @@ class SearchProgress:
     on_trial_start: Callable[[int, int | None, dict], None] | None = None
     on_trial_done: Callable[[TrialResult, TrialResult | None, float | None], None] | None = None
     """(this trial, the best so far, ETA in seconds or None)."""
+    on_precisions: Callable[[dict[str, PrecisionCheck]], None] | None = None
+    """The precision variants built and checked before the search (accepted or not)."""
 
 
 @dataclass
@@ -113,6 +125,8 @@ class SearchResult:
     failed: list[TrialResult] = field(default_factory=list)
     trials_this_run: int = 0
     restarts: int = 0
+    precisions: dict | None = None
+    """The precision variants checked before the search: accepted or not, with accuracy."""
 
     @property
     def best(self) -> TrialResult | None:
@@ -132,6 +146,7 @@ class SearchResult:
                 "config": r.knobs,
                 "operating_point": r.operating_point.to_dict() if r.operating_point else None,
                 "improvement_over_baseline": self.improvement(r),
+                "accuracy": r.accuracy,
                 "config_pbtxt": r.config_pbtxt,
             }
 
@@ -152,6 +167,7 @@ class SearchResult:
             "trials_this_run": self.trials_this_run,
             "stopped_early_because": self.stop_reason,
             "server_restarts": self.restarts,
+            "precisions": self.precisions,
         }
 
 
@@ -186,8 +202,15 @@ def run_search(
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         sampler = settings.sampler or make_sampler(settings)
     study, resumed = open_study(settings.storage, name, identity=identity, sampler=sampler)
+    space = _prepare_precisions(study, session, space, settings, progress)
     if not resumed:
         study.set_user_attr("space", space.to_dict())
+    elif study.user_attrs.get("space", space.to_dict()) != space.to_dict():
+        raise InputError(
+            f"study {name!r} in {settings.storage} searched another space "
+            f"({study.user_attrs['space']}); this run's is {space.to_dict()}: "
+            "use the same --space (and --accuracy), or another --study"
+        )
     _record_context(study, session, settings)
 
     baseline = baseline_of(study)
@@ -250,7 +273,9 @@ def run_search(
                 eta = left if eta is None else min(eta, left)
             best = finished_results(study)
             progress.on_trial_done(
-                trial_result(frozen), best[0] if best and best[0].feasible else None, eta
+                trial_result(frozen, study.user_attrs.get("precisions")),
+                best[0] if best and best[0].feasible else None,
+                eta,
             )
 
     confirmed = _confirm_best(study, session, space, settings)
@@ -268,7 +293,51 @@ def run_search(
         failed=failed_results(study),
         trials_this_run=run_now,
         restarts=session.restarts - restarts_before,
+        precisions=study.user_attrs.get("precisions"),
     )
+
+
+def space_for_session(
+    session: TuningSession, slo_p99_s: float, space_file: Path | None = None
+) -> SearchSpace:
+    """The default space for the session's model and server, with ``space_file``'s changes.
+
+    Precision variants are in it for an ONNX model on a server tritontune launched (a remote
+    server can't be given the variant files)."""
+    defaults = default_space(
+        session.source.base_config,
+        session.info.capabilities,
+        slo_p99_s=slo_p99_s,
+        batch_dim_dynamic=session.batch_dim_dynamic,
+        precision_variants=session.launcher.owns_server,
+    )
+    return load_space_file(space_file, defaults) if space_file else defaults
+
+
+def _prepare_precisions(
+    study: optuna.Study,
+    session: TuningSession,
+    space: SearchSpace,
+    settings: SearchSettings,
+    progress: SearchProgress,
+) -> SearchSpace:
+    """Build and accuracy-check the space's precision variants before any trial: a rejected one
+    leaves the space (never measured), and every check is kept in the study for the results."""
+    dimension = space.dimensions.get("precision")
+    if not isinstance(dimension, Choice) or dimension.values == (FP32,):
+        return space
+    wanted = list(dimension.values)
+    checks = session.prepare_precisions(wanted, tolerance_overrides=settings.accuracy_overrides)
+    study.set_user_attr("precisions", {p: check.to_dict() for p, check in checks.items()})
+    if progress.on_precisions:
+        progress.on_precisions(checks)
+    accepted = tuple(p for p in wanted if checks[p].accepted)
+    if not accepted:
+        raise InputError(
+            "no precision of the space passed its accuracy check: "
+            + "; ".join(f"{p}: {checks[p].reason}" for p in wanted)
+        )
+    return space.replace("precision", Choice(accepted))
 
 
 def _record_context(study: optuna.Study, session: TuningSession, settings: SearchSettings) -> None:
@@ -406,4 +475,5 @@ __all__ = [
     "make_sampler",
     "measure_operating_point",
     "run_search",
+    "space_for_session",
 ]

@@ -20,6 +20,7 @@ Triton; :meth:`TuningSession.build_config` still validates each one.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +29,11 @@ from typing import Any
 import optuna
 import yaml
 
-from tritontune.config.model_config import ModelConfig
+from tritontune.config.model_config import ModelConfig, backend_of
 from tritontune.config.validate import TargetCapabilities
-from tritontune.config.variant import Variant
+from tritontune.config.variant import TENSORRT_PRECISIONS, Variant
 from tritontune.errors import InputError
+from tritontune.precision.convert import DEFAULT_PRECISIONS, PRECISIONS
 from tritontune.units import format_duration, parse_duration, to_microseconds
 
 #: Parameters of the onnxruntime backend that tritontune tunes (the Python-backend template
@@ -44,14 +46,49 @@ DEFAULT_MAX_BATCH_CAP = 128
 
 @dataclass(frozen=True)
 class Choice:
-    """Pick one of ``values``."""
+    """Pick one of ``values``.
+
+    Three or more numbers (batch sizes, delays) are an *ordered* choice: Optuna samples a float
+    over their range, log-scaled when they are all positive, and it is snapped to the nearest
+    value. TPE then learns that neighbours behave alike ("bigger batches did better"), which a
+    categorical choice hides from it: on the example, categorical TPE picked batch 16 or 32 after
+    10 trials where 64 is clearly best. The point recorded is always one of ``values``.
+    """
 
     values: tuple[Any, ...]
+
+    @property
+    def ordered(self) -> bool:
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values)
+        return numbers and len(self.values) >= 3
 
     def suggest(self, trial: optuna.Trial, name: str) -> Any:
         if len(self.values) == 1:
             return self.values[0]
-        return trial.suggest_categorical(name, list(self.values))
+        if not self.ordered:
+            return trial.suggest_categorical(name, list(self.values))
+        low, high, log = self._float_range()
+        return self.snap(trial.suggest_float(name, low, high, log=log))
+
+    def _scale(self) -> tuple[list[float], bool]:
+        ordered = sorted(float(v) for v in self.values)
+        log = ordered[0] > 0
+        return ([math.log(v) for v in ordered] if log else ordered), log
+
+    def _float_range(self) -> tuple[float, float, bool]:
+        """The values' span widened by half a gap at each end, so the end values get as much of
+        the range as the ones between."""
+        scaled, log = self._scale()
+        low = scaled[0] - (scaled[1] - scaled[0]) / 2
+        high = scaled[-1] + (scaled[-1] - scaled[-2]) / 2
+        return (math.exp(low), math.exp(high), True) if log else (low, high, False)
+
+    def snap(self, x: float) -> Any:
+        """The value nearest to ``x`` (on the log scale where the values are positive)."""
+        scaled, log = self._scale()
+        position = math.log(x) if log and x > 0 else x
+        ordered = sorted(self.values)
+        return min(zip(scaled, ordered, strict=True), key=lambda sv: abs(sv[0] - position))[1]
 
     def describe(self, unit: str = "") -> str:
         shown = [format_duration(v / 1e6) if unit == "us" else str(v) for v in self.values]
@@ -92,6 +129,8 @@ DIMENSIONS: dict[str, str] = {
     "intra_op_thread_count": "",
     "inter_op_thread_count": "",
     "response_cache": "",
+    "precision": "",
+    "tensorrt_precision": "",
 }
 
 
@@ -137,7 +176,16 @@ class SearchSpace:
             instance_kind=point.get("instance_kind"),
             response_cache=point.get("response_cache"),
             backend_parameters=parameters,
+            precision=point.get("precision"),
+            tensorrt_precision=point.get("tensorrt_precision"),
         )
+
+    def replace(self, name: str, dimension: Dimension | None) -> SearchSpace:
+        """This space with ``name`` set to ``dimension`` (removed when ``None``)."""
+        dims = {k: v for k, v in self.dimensions.items() if k != name}
+        if dimension is not None:
+            dims[name] = dimension
+        return SearchSpace(dims)
 
     def size(self) -> int | None:
         """How many distinct points there are (``None`` if a dimension is too large to count)."""
@@ -174,11 +222,15 @@ def default_space(
     slo_p99_s: float,
     batch_dim_dynamic: bool,
     cpu_count: int | None = None,
+    precision_variants: bool = False,
 ) -> SearchSpace:
     """The space a serving engineer would start from for this model on this server.
 
     Batching is not assumed to help: ``dynamic_batching`` is searched on and off. The response
     cache is left out: with synthesized inputs repeating, it would report cache hits as speed.
+    ``precision_variants`` (an ONNX model on a server tritontune launched) adds the precision
+    dimension (FP32, FP16, INT8 dynamic and static; each gated on accuracy before the search);
+    on a GPU with the native onnxruntime backend, TensorRT's precision mode is searched too.
     """
     cpus = cpu_count or os.cpu_count() or 1
     dims: dict[str, Dimension] = {}
@@ -197,9 +249,13 @@ def default_space(
     else:
         dims["instance_kind"] = Choice(("cpu",))
         dims["instance_count"] = IntRange(1, max(2, cpus))
-    if base.backend == "onnxruntime" or base.platform == "onnxruntime_onnx":
+    if backend_of(base) == "onnxruntime":
         dims["intra_op_thread_count"] = IntRange(1, max(1, cpus))
         dims["inter_op_thread_count"] = IntRange(1, max(1, cpus))
+        if precision_variants:
+            dims["precision"] = Choice(DEFAULT_PRECISIONS)
+        if target.gpu_count > 0 and "onnxruntime" in target.backends:
+            dims["tensorrt_precision"] = Choice(TENSORRT_PRECISIONS)
     return SearchSpace(dims)
 
 
@@ -279,6 +335,15 @@ def _one_of(options: tuple[str, ...]):
     return parse
 
 
+def _upper_one_of(options: tuple[str, ...]):
+    def parse(where: str, value: Any) -> str:
+        if str(value).upper() not in options:
+            raise InputError(f"{where}: {value!r} is not one of {', '.join(options)}")
+        return str(value).upper()
+
+    return parse
+
+
 _VALUE_PARSERS = {
     "max_batch_size": _int_at_least(0),
     "dynamic_batching": _bool,
@@ -289,6 +354,8 @@ _VALUE_PARSERS = {
     "intra_op_thread_count": _int_at_least(0),
     "inter_op_thread_count": _int_at_least(0),
     "response_cache": _bool,
+    "precision": _one_of(PRECISIONS),
+    "tensorrt_precision": _upper_one_of(TENSORRT_PRECISIONS),
 }
 _RANGE_DIMENSIONS = {
     "max_queue_delay",

@@ -104,6 +104,8 @@ class TrialResult:
     config_pbtxt: str
     duration_s: float | None
     error: str | None = None
+    accuracy: dict | None = None
+    """For a precision variant: its accuracy against FP32 (shown wherever its speed is)."""
 
     @property
     def feasible(self) -> bool:
@@ -114,18 +116,23 @@ class TrialResult:
         return self.operating_point.throughput if self.operating_point else 0.0
 
 
-def trial_result(trial: FrozenTrial) -> TrialResult:
+def trial_result(trial: FrozenTrial, precisions: dict | None = None) -> TrialResult:
+    """A trial as a :class:`TrialResult`; ``precisions`` is the study's record of the precision
+    checks (study attribute ``precisions``), for the accuracy of a precision variant."""
     attrs = trial.user_attrs
     op = attrs.get("operating_point")
     duration = trial.duration.total_seconds() if trial.duration else None
+    knobs = attrs.get("knobs", {})
+    check = (precisions or {}).get(knobs.get("precision", ""))
     return TrialResult(
         number=trial.number,
         params=dict(attrs.get("point", trial.params)),
-        knobs=attrs.get("knobs", {}),
+        knobs=knobs,
         operating_point=OperatingPoint.from_dict(op) if op else None,
         config_pbtxt=attrs.get("config_pbtxt", ""),
         duration_s=duration,
         error=attrs.get("error"),
+        accuracy=check.get("accuracy") if check else None,
     )
 
 
@@ -142,13 +149,15 @@ def is_counted(trial: FrozenTrial) -> bool:
 def finished_results(study: optuna.Study) -> list[TrialResult]:
     """Completed trials, best (feasible, highest throughput) first."""
     trials = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-    results = [trial_result(t) for t in trials if is_counted(t)]
+    precisions = study.user_attrs.get("precisions")
+    results = [trial_result(t, precisions) for t in trials if is_counted(t)]
     return sorted(results, key=lambda r: (r.feasible, r.throughput), reverse=True)
 
 
 def failed_results(study: optuna.Study) -> list[TrialResult]:
     trials = study.get_trials(deepcopy=False, states=[TrialState.FAIL])
-    return [trial_result(t) for t in trials if is_counted(t)]
+    precisions = study.user_attrs.get("precisions")
+    return [trial_result(t, precisions) for t in trials if is_counted(t)]
 
 
 def baseline_of(study: optuna.Study) -> OperatingPoint | None:

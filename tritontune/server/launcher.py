@@ -89,3 +89,12 @@ def _terminate_as_interrupt() -> None:
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def telling_line(log_tail: str) -> str:
+    """The most telling line of a server log tail: the last error, else the last line."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("E") or "error" in line.lower():
+            return line
+    return lines[-1] if lines else "(no log output)"

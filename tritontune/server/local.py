@@ -32,7 +32,7 @@ from tritontune.server.binary import (
     server_environment,
 )
 from tritontune.server.client import TritonClient
-from tritontune.server.launcher import ServerInfo, TritonLauncher
+from tritontune.server.launcher import ServerInfo, TritonLauncher, telling_line
 from tritontune.server.ports import ensure_port_free, free_ports
 
 SHM_DIR = Path("/dev/shm")
@@ -186,10 +186,12 @@ class LocalTritonLauncher(TritonLauncher):
             if self._process.poll() is not None:
                 tail = self.log_tail()
                 if "address already in use" in tail.lower():
-                    raise _PortTaken(f"a port tritonserver needs is already in use: {_last(tail)}")
+                    raise _PortTaken(
+                        f"a port tritonserver needs is already in use: {telling_line(tail)}"
+                    )
                 raise ServerError(
                     f"tritonserver exited during start-up (code {self._process.returncode}): "
-                    f"{_last(tail)} (log: {self.log_path})"
+                    f"{telling_line(tail)} (log: {self.log_path})"
                 )
             try:
                 with urllib.request.urlopen(f"{http_url}/v2/health/ready", timeout=1) as reply:
@@ -249,7 +251,7 @@ class LocalTritonLauncher(TritonLauncher):
         if code is not None:
             tail = self.log_tail()
             raise ServerDiedError(
-                f"tritonserver died (exit code {code}): {_last(tail)} (log: {self.log_path})",
+                f"tritonserver died (exit code {code}): {telling_line(tail)} (log: {self.log_path})",
                 tail,
             )
 
@@ -262,12 +264,3 @@ class LocalTritonLauncher(TritonLauncher):
 
 class _PortTaken(ServerError):
     pass
-
-
-def _last(log_tail: str) -> str:
-    """The most telling line of a log tail: the last error, else the last line."""
-    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("E") or "error" in line.lower():
-            return line
-    return lines[-1] if lines else "(no log output)"

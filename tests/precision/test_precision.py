@@ -1,0 +1,146 @@
+"""Precision variants of the example model: built with onnxruntime's tools, cached, gated."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from tritontune.config.repository import load_model_source
+from tritontune.errors import InputError
+from tritontune.precision import (
+    PRECISIONS,
+    build_variant,
+    compare_models,
+    parse_tolerance,
+    precision_data,
+    prepare_precisions,
+)
+
+EXPECTED_TYPES = {
+    "fp16": (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT),  # weights FP16, I/O kept FP32
+    "fp16_io": (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT16),
+    "int8_dynamic": (onnx.TensorProto.INT8, onnx.TensorProto.FLOAT),
+    "int8_static": (onnx.TensorProto.INT8, onnx.TensorProto.FLOAT),
+}
+
+
+@pytest.fixture(scope="module")
+def source(example_repository: Path):
+    return load_model_source(example_repository, "mlp")
+
+
+@pytest.fixture(scope="module")
+def checks(source, tmp_path_factory):
+    """Every precision of the example, built into a private cache and checked with defaults."""
+    cache = tmp_path_factory.mktemp("cache")
+    return cache, prepare_precisions(source.model_file, source.base_config, PRECISIONS, cache=cache)
+
+
+def test_each_variant_is_built_with_the_expected_types(checks):
+    _, found = checks
+    for precision, (weight_type, io_type) in EXPECTED_TYPES.items():
+        check = found[precision]
+        assert check.path is not None and check.path.is_file(), check.reason
+        model = onnx.load(str(check.path))
+        weight_types = {init.data_type for init in model.graph.initializer}
+        assert weight_type in weight_types, (precision, weight_types)
+        assert model.graph.input[0].type.tensor_type.elem_type == io_type
+        assert model.graph.output[0].type.tensor_type.elem_type == io_type
+
+
+def test_sane_tolerances_accept_every_variant_with_figures(checks):
+    _, found = checks
+    assert found["fp32"].accepted and found["fp32"].figures is None
+    for precision in EXPECTED_TYPES:
+        check = found[precision]
+        assert check.accepted, f"{precision}: {check.reason}"
+        figures = check.figures
+        assert figures is not None and figures.samples == 128
+        assert figures.top1_agreement is not None  # 16 class scores per sample
+        assert 0.99 <= figures.cosine <= 1.0 + 1e-9
+        # FP16 is near exact; INT8 is further off: the figures tell them apart
+    assert found["fp16"].figures.max_abs_error < found["int8_dynamic"].figures.max_abs_error
+
+
+def test_an_absurd_tolerance_rejects_with_the_reason(source, checks):
+    cache, _ = checks
+    tight = parse_tolerance("cosine=1.0,rel=0,max_abs=0")
+    found = prepare_precisions(
+        source.model_file, source.base_config, ["fp16", "int8_static"], cache=cache,
+        tolerance_overrides=tight,
+    )  # fmt: skip
+    for check in found.values():
+        assert not check.accepted
+        assert "relative error" in check.reason and "max abs error" in check.reason
+        assert check.summary().startswith("rejected: ")
+
+
+def test_variants_are_cached_by_content(source, checks):
+    cache, found = checks
+    path = found["int8_dynamic"].path
+    built_at = path.stat().st_mtime_ns
+    again = build_variant(source.model_file, "int8_dynamic", cache=cache)
+    assert again == path and again.stat().st_mtime_ns == built_at
+    # other calibration data is another int8_static variant
+    data = precision_data(source.base_config)
+    other = [{k: v * 3 for k, v in batch.items()} for batch in data.calibration]
+    assert build_variant(source.model_file, "int8_static", calibration=other, cache=cache) != (
+        found["int8_static"].path
+    )
+
+
+def test_accuracy_figures_are_computed_not_assumed(source, checks, tmp_path):
+    # A model whose weights were damaged must score worse than the model itself.
+    model = onnx.load(str(source.model_file))
+    weights = onnx.numpy_helper.to_array(model.graph.initializer[0]).copy()
+    weights *= -1
+    model.graph.initializer[0].CopyFrom(
+        onnx.numpy_helper.from_array(weights, model.graph.initializer[0].name)
+    )
+    damaged = tmp_path / "damaged.onnx"
+    onnx.save(model, str(damaged))
+    batches = precision_data(source.base_config).evaluation
+    same = compare_models(source.model_file, source.model_file, batches)
+    assert same.max_abs_error == 0 and same.cosine == pytest.approx(1.0) and same.top1_agreement == 1
+    worse = compare_models(source.model_file, damaged, batches)
+    assert worse.cosine < 0.9 and worse.top1_agreement < 0.9
+
+
+def test_bad_input(source, tmp_path):
+    with pytest.raises(InputError, match="precision 'fp8' is not one of"):
+        prepare_precisions(source.model_file, source.base_config, ["fp8"])
+    with pytest.raises(InputError, match="need an ONNX model"):
+        prepare_precisions(tmp_path / "model.pt", source.base_config, ["fp16"])
+    bad = tmp_path / "calibration.json"
+    bad.write_text(json.dumps({"data": [{"INPUT": [0.5] * 10}]}))
+    with pytest.raises(InputError, match=r"data\[0\].INPUT: 10 values do not fill shape \[256\]"):
+        prepare_precisions(source.model_file, source.base_config, ["int8_static"], input_data=bad)
+    with pytest.raises(InputError, match="cosine='high' is not a number"):
+        parse_tolerance("cosine=high")
+    with pytest.raises(InputError, match="KEY one of cosine, top1, rel, max_abs"):
+        parse_tolerance("speed=1")
+
+
+def test_a_converter_failure_is_a_reason_not_a_crash(source, tmp_path):
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"not an onnx file")
+    found = prepare_precisions(broken, source.base_config, ["fp16"], cache=tmp_path / "cache")
+    assert not found["fp16"].accepted
+    assert found["fp16"].reason.startswith("conversion failed: ")
+    assert not list((tmp_path / "cache").glob("*.onnx")), "no half-built variant is left"
+
+
+def test_user_inputs_calibrate_and_evaluate(source, tmp_path):
+    rng = np.random.default_rng(0)
+    data = tmp_path / "inputs.json"
+    entries = [{"INPUT": rng.standard_normal(256).round(4).tolist()} for _ in range(8)]
+    data.write_text(json.dumps({"data": entries}))
+    found = prepare_precisions(
+        source.model_file, source.base_config, ["int8_static"], input_data=data,
+        cache=tmp_path / "cache",
+    )  # fmt: skip
+    check = found["int8_static"]
+    assert check.figures is not None and check.figures.samples == 8
+    assert str(data) in check.data

@@ -1,0 +1,92 @@
+"""Precision variants served by the real tritonserver: profiled, searched over, exported."""
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tritontune.cli import app
+from tritontune.config.model_config import read_config
+from tritontune.config.repository import load_model_source
+from tritontune.config.variant import Variant
+from tritontune.export import Endpoint, export_studies
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.runner import MeasureSettings
+from tritontune.record import RECORD_FILE, read_record
+from tritontune.search.runner import SearchSettings, run_search
+from tritontune.search.space import Choice, SearchSpace
+from tritontune.session import TuningSession
+
+pytestmark = pytest.mark.integration
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+runner = CliRunner()
+
+
+def test_a_variant_is_what_the_server_runs(example_repository: Path, tmp_path: Path):
+    source = load_model_source(example_repository, "mlp")
+    with TuningSession(source, settings=FAST) as session:
+        checks = session.prepare_precisions(["fp32", "int8_dynamic"])
+        assert checks["int8_dynamic"].accepted
+        session.load_variant(Variant(precision="int8_dynamic", max_queue_delay_us=1000))
+        served = session.client.model_config("mlp")
+        assert served.parameters["onnx_model_file"].string_value == "model.int8_dynamic.onnx"
+        m = session.measure(LoadSpec.concurrency(4))
+        assert m.error_count == 0 and m.throughput > 0
+
+
+def test_search_over_precisions_then_export_the_winner(example_repository: Path, tmp_path: Path):
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((64,)),
+            "dynamic_batching": Choice((True,)),
+            "max_queue_delay": Choice((1000,)),
+            "instance_count": Choice((1,)),
+            "intra_op_thread_count": Choice((1,)),
+            "precision": Choice(("fp32", "int8_dynamic")),
+        }
+    )
+    storage = f"sqlite:///{tmp_path / 'p.db'}"
+    source = load_model_source(example_repository, "mlp")
+    with TuningSession(source, settings=FAST) as session:
+        result = run_search(
+            session, space,
+            SearchSettings(slo_p99_s=0.05, trials=2, seed=0, storage=storage, study_name="p",
+                           measure=FAST),
+        )  # fmt: skip
+    assert set(result.precisions) == {"fp32", "int8_dynamic"}
+    assert result.precisions["int8_dynamic"]["accepted"]
+    by_precision = {r.knobs.get("precision", "fp32"): r for r in result.results}
+    assert set(by_precision) == {"fp32", "int8_dynamic"}
+    assert by_precision["fp32"].accuracy is None
+    assert by_precision["int8_dynamic"].accuracy["cosine"] > 0.99  # accuracy beside the speed
+
+    # Export the int8 trial: the variant's file replaces the FP32 weights, its accuracy is kept.
+    out = tmp_path / "tuned"
+    export_studies([Endpoint("p")], storage, out, top_k=2)
+    exported = {}
+    for name in ("mlp", "mlp_rank2"):
+        record = read_record(out / name / RECORD_FILE)
+        exported[(record.precision or {}).get("precision", "fp32")] = name
+    int8 = out / exported["int8_dynamic"]
+    files = sorted(p.name for p in (int8 / "1").iterdir())
+    assert files == ["model.int8_dynamic.onnx"]
+    assert read_config(int8 / "config.pbtxt").default_model_filename == "model.int8_dynamic.onnx"
+    record = read_record(int8 / RECORD_FILE)
+    assert record.precision["accuracy"]["cosine"] > 0.99
+    assert set(record.model_files) == {"1/model.int8_dynamic.onnx"}
+    assert sorted(p.name for p in (out / exported["fp32"] / "1").iterdir()) == ["model.onnx"]
+
+
+def test_profile_cli_shows_accuracy_and_refuses_an_inaccurate_variant(example_repository: Path):
+    base = ["profile", "-r", str(example_repository), "-m", "mlp", "--concurrency", "2",
+            "--window", "0.3s", "--warmup", "0.2s", "--max-queue-delay", "1ms"]  # fmt: skip
+    ok = runner.invoke(app, [*base, "--precision", "fp16"])
+    assert ok.exit_code == 0, ok.output
+    assert re.search(r"accuracy of fp16 against fp32: cos (0\.99|1\.000)\d*, top-1 ", ok.output)
+    assert "fp16" in ok.output  # in the knobs line of the table title
+    refused = runner.invoke(app, [*base, "--precision", "fp16", "--accuracy", "rel=0,max_abs=0"])
+    assert refused.exit_code == 2
+    assert "precision fp16: rejected, not measured: relative error" in refused.output
+    bad = runner.invoke(app, [*base, "--precision", "fp8"])
+    assert bad.exit_code == 2 and "precision 'fp8' is not one of" in bad.output

@@ -1,0 +1,233 @@
+"""What a report shows, gathered from a finished study (nothing is re-measured or re-derived).
+
+Every load level each trial measured becomes a point (throughput, p99); the ones no other point
+beats on both (more throughput at no higher p99) form the Pareto frontier. The top configs, the
+best config's and the baseline's latency curves, the capacity plan and the warnings all come from
+the study's trials and attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import optuna
+
+from tritontune.report.capacity import DEFAULT_HEADROOM, CapacityPlan, plan_capacity
+from tritontune.search.operating_point import LevelResult, OperatingPoint
+from tritontune.search.study import (
+    TrialResult,
+    baseline_of,
+    confirmed_of,
+    failed_results,
+    finished_results,
+)
+
+#: p99 over p50 above this means queueing, stragglers or pauses worth a look (background.md).
+TAIL_RATIO_WARNING = 3.0
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """One measured load level of one config."""
+
+    trial: int | None
+    """None for the baseline (the model's own config)."""
+    load: float
+    throughput: float
+    p50_s: float
+    p99_s: float
+    meets_slo: bool
+    on_frontier: bool = False
+
+
+@dataclass
+class ReportData:
+    study_name: str
+    model: str
+    slo_p99_s: float
+    load_mode: str
+    server_version: str
+    host: dict
+    created: str
+    baseline: OperatingPoint | None
+    best: TrialResult | None
+    confirmed: OperatingPoint | None
+    top: list[TrialResult]
+    failed: list[TrialResult]
+    points: list[MeasuredPoint]
+    capacity: CapacityPlan | None
+    precisions: dict | None
+    warnings: list[str] = field(default_factory=list)
+    trials: int = 0
+
+    def improvement(self, result: TrialResult) -> float | None:
+        base = self.baseline
+        if base is None or not base.feasible or base.throughput <= 0:
+            return None
+        return result.throughput / base.throughput - 1
+
+    @property
+    def best_improvement(self) -> float | None:
+        """The best config's gain over the baseline, from the figure the report states for it."""
+        point, base = self.best_point, self.baseline
+        if point is None or base is None or not base.feasible or base.throughput <= 0:
+            return None
+        return point.throughput / base.throughput - 1
+
+    @property
+    def best_point(self) -> OperatingPoint | None:
+        """What the report states for the best config: the confirmed point when there is one."""
+        if self.confirmed is not None and self.confirmed.feasible:
+            return self.confirmed
+        return self.best.operating_point if self.best else None
+
+    def to_dict(self) -> dict:
+        """The report's figures as JSON (embedded in the HTML for machines and tests)."""
+        return {
+            "study": self.study_name,
+            "model": self.model,
+            "slo_p99_ms": self.slo_p99_s * 1e3,
+            "load_mode": self.load_mode,
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "best_trial": self.best.number if self.best else None,
+            "confirmed": self.confirmed.to_dict() if self.confirmed else None,
+            "top": [
+                {
+                    "trial": r.number,
+                    "knobs": r.knobs,
+                    "accuracy": r.accuracy,
+                    "load": r.operating_point.load if r.operating_point else None,
+                    "throughput": r.throughput,
+                    "p50_ms": _ms(r.operating_point.p50_s) if r.operating_point else None,
+                    "p95_ms": _ms(p95_at(r.operating_point)) if r.operating_point else None,
+                    "p99_ms": _ms(r.operating_point.p99_s) if r.operating_point else None,
+                    "improvement": self.improvement(r),
+                }
+                for r in self.top
+            ],
+            "points": len(self.points),
+            "frontier": [
+                {"trial": p.trial, "load": p.load, "throughput": p.throughput, "p99_ms": _ms(p.p99_s)}
+                for p in self.points
+                if p.on_frontier
+            ],
+            "capacity": self.capacity.to_dict() if self.capacity else None,
+            "warnings": self.warnings,
+            "trials": self.trials,
+        }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e3, 4)
+
+
+def level_at(op: OperatingPoint) -> LevelResult | None:
+    """The measured level the operating point was taken from."""
+    return next((lv for lv in op.levels if lv.load == op.load), None)
+
+
+def p95_at(op: OperatingPoint) -> float | None:
+    level = level_at(op)
+    return level.p95_s if level else None
+
+
+def pareto_front(points: list[MeasuredPoint]) -> list[MeasuredPoint]:
+    """``points`` with ``on_frontier`` set: no other point has more throughput at no higher p99."""
+    ordered = sorted(points, key=lambda p: (p.p99_s, -p.throughput))
+    best_so_far = float("-inf")
+    front = set()
+    for point in ordered:
+        if point.throughput > best_so_far:
+            front.add(id(point))
+            best_so_far = point.throughput
+    return [
+        MeasuredPoint(p.trial, p.load, p.throughput, p.p50_s, p.p99_s, p.meets_slo, id(p) in front)
+        for p in points
+    ]
+
+
+def _points(baseline: OperatingPoint | None, results: list[TrialResult]) -> list[MeasuredPoint]:
+    points = []
+    sources = [(None, baseline)] + [(r.number, r.operating_point) for r in results]
+    for trial, op in sources:
+        if op is None:
+            continue
+        for level in op.levels:
+            points.append(
+                MeasuredPoint(
+                    trial, level.load, level.throughput, level.p50_s, level.p99_s, level.meets_slo
+                )
+            )
+    return pareto_front(points)
+
+
+def _warnings(
+    baseline: OperatingPoint | None, results: list[TrialResult], best: OperatingPoint | None
+) -> list[str]:
+    found = []
+    if best is not None and best.p50_s > 0 and best.p99_s / best.p50_s > TAIL_RATIO_WARNING:
+        found.append(
+            f"the best config's p99/p50 is {best.p99_s / best.p50_s:.1f} at its operating point "
+            f"(above {TAIL_RATIO_WARNING:g}): queueing, stragglers or pauses; look before relying "
+            "on the tail"
+        )
+    levels = [(None, lv) for lv in (baseline.levels if baseline else [])] + [
+        (r.number, lv) for r in results if r.operating_point for lv in r.operating_point.levels
+    ]
+    with_errors = [(t, lv) for t, lv in levels if lv.errors]
+    if with_errors:
+        worst_trial, worst = max(
+            with_errors, key=lambda tl: tl[1].errors / max(tl[1].requests, tl[1].errors, 1)
+        )
+        rate = worst.errors / max(worst.requests, worst.errors, 1)
+        where = "the baseline" if worst_trial is None else f"trial {worst_trial}"
+        found.append(
+            f"{len(with_errors)} measured level(s) had failed requests; worst: {where} at "
+            f"load {worst.load:g}, {worst.errors} failed ({rate:.1%})"
+        )
+    unstable = [(t, lv) for t, lv in levels if not lv.stable]
+    if unstable:
+        found.append(
+            f"{len(unstable)} of {len(levels)} measured levels never became stable (their "
+            "windows kept disagreeing): figures from a noisy machine; measure longer "
+            "(--window) or on a quieter one"
+        )
+    return found
+
+
+def collect(
+    study: optuna.Study,
+    *,
+    top: int = 10,
+    headroom: float = DEFAULT_HEADROOM,
+    peak: float | None = None,
+) -> ReportData:
+    """Everything a report of ``study`` shows."""
+    attrs = study.user_attrs
+    results = finished_results(study)
+    feasible = [r for r in results if r.feasible]
+    best = feasible[0] if feasible else None
+    confirmed = confirmed_of(study, best.number) if best else None
+    baseline = baseline_of(study)
+    data = ReportData(
+        study_name=study.study_name,
+        model=str(attrs.get("model", "?")),
+        slo_p99_s=float(attrs.get("slo_p99_s", 0.0)),
+        load_mode=str(attrs.get("load_mode", "concurrency")),
+        server_version=str(attrs.get("server_version", "unknown")),
+        host=dict(attrs.get("host", {})),
+        created=str(attrs.get("created", "")),
+        baseline=baseline,
+        best=best,
+        confirmed=confirmed,
+        top=feasible[:top],
+        failed=failed_results(study),
+        points=_points(baseline, results),
+        capacity=None,
+        precisions=attrs.get("precisions"),
+        trials=len(results),
+    )
+    point = data.best_point
+    data.capacity = plan_capacity(point, headroom=headroom, peak=peak) if point else None
+    data.warnings = _warnings(baseline, results, point)
+    return data

@@ -1,0 +1,166 @@
+"""The report as one self-contained HTML file (plotly.js inlined: it opens with no network).
+
+Figures are plotly's, Optuna's own visualization functions among them (search history, parameter
+importances); the page is a Jinja2 template. The report's figures are also embedded as JSON
+(``<script type="application/json" id="tritontune-report">``) for machines.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+import optuna
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from tritontune import __version__
+from tritontune.config.variant import knobs_summary
+from tritontune.precision.accuracy import AccuracyFigures
+from tritontune.report.data import ReportData, collect, p95_at
+from tritontune.search.operating_point import OperatingPoint
+from tritontune.units import format_duration
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(resources.files("tritontune.report"))),
+    autoescape=jinja2.select_autoescape(["html", "j2"]),
+    undefined=jinja2.StrictUndefined,
+)
+#: Below this, Optuna's importances are all equal (it says so): not worth a chart.
+MIN_TRIALS_FOR_IMPORTANCES = 4
+_LAYOUT = {"template": "plotly_white", "height": 420, "margin": {"l": 60, "r": 20, "t": 50, "b": 50}}
+
+
+def _figure_html(figure: go.Figure, element_id: str) -> str:
+    figure.update_layout(**_LAYOUT)
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=element_id)
+
+
+def frontier_figure(data: ReportData) -> go.Figure:
+    """Throughput against p99 for every measured level; the Pareto frontier and the SLO drawn."""
+    figure = go.Figure()
+    for meets, name, color in ((True, "meets the SLO", "#2a9d8f"), (False, "misses it", "#bbbbbb")):
+        chosen = [p for p in data.points if p.meets_slo == meets]
+        figure.add_trace(
+            go.Scatter(
+                x=[p.p99_s * 1e3 for p in chosen],
+                y=[p.throughput for p in chosen],
+                mode="markers",
+                name=name,
+                marker={"color": color, "size": 7},
+                text=["baseline" if p.trial is None else f"trial {p.trial}" for p in chosen],
+                customdata=[p.load for p in chosen],
+                hovertemplate="%{text}, load %{customdata}<br>p99 %{x:.2f} ms, "
+                "%{y:,.0f} infer/s<extra></extra>",
+            )
+        )
+    front = sorted((p for p in data.points if p.on_frontier), key=lambda p: p.p99_s)
+    figure.add_trace(
+        go.Scatter(
+            x=[p.p99_s * 1e3 for p in front],
+            y=[p.throughput for p in front],
+            mode="lines+markers",
+            name="Pareto frontier",
+            line={"color": "#e76f51", "width": 2},
+            marker={"size": 9, "symbol": "diamond"},
+        )
+    )
+    figure.add_vline(
+        x=data.slo_p99_s * 1e3,
+        line={"dash": "dash", "color": "#d62828"},
+        annotation_text=f"SLO p99 {format_duration(data.slo_p99_s)}",
+    )
+    figure.update_layout(
+        title="Throughput against p99, every measured load level",
+        xaxis_title="p99 latency (ms)",
+        yaxis_title="throughput (infer/s)",
+    )
+    return figure
+
+
+def latency_figure(data: ReportData) -> go.Figure:
+    """Latency percentiles against load for the best config and the baseline: where the cliff is."""
+    figure = go.Figure()
+    curves: list[tuple[str, OperatingPoint | None, str]] = [
+        ("best", data.best.operating_point if data.best else None, "#264653"),
+        ("baseline", data.baseline, "#e9c46a"),
+    ]
+    for label, op, color in curves:
+        if op is None:
+            continue
+        levels = sorted(op.levels, key=lambda lv: lv.load)
+        for name, dash, pick in (
+            ("p50", "dot", lambda lv: lv.p50_s),
+            ("p95", "dash", lambda lv: lv.p95_s),
+            ("p99", "solid", lambda lv: lv.p99_s),
+        ):
+            figure.add_trace(
+                go.Scatter(
+                    x=[lv.load for lv in levels],
+                    y=[pick(lv) * 1e3 for lv in levels],
+                    mode="lines+markers",
+                    name=f"{label} {name}",
+                    line={"color": color, "dash": dash},
+                )
+            )
+    figure.add_hline(
+        y=data.slo_p99_s * 1e3,
+        line={"dash": "dash", "color": "#d62828"},
+        annotation_text="SLO",
+    )
+    unit = "concurrency" if data.load_mode == "concurrency" else "arrival rate (req/s)"
+    figure.update_layout(
+        title="Latency against load: the best config and the baseline",
+        xaxis={"title": unit, "type": "log"},
+        yaxis_title="latency (ms)",
+    )
+    return figure
+
+
+def _optuna_figures(study: optuna.Study) -> tuple[str | None, str | None, str | None]:
+    """Optuna's history and importances, or why the importances can't be computed."""
+    history = importances = note = None
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if complete:
+        history = _figure_html(optuna.visualization.plot_optimization_history(study), "fig-history")
+    if len(complete) < MIN_TRIALS_FOR_IMPORTANCES:
+        note = (
+            f"parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCES} completed trials "
+            f"(this study has {len(complete)})"
+        )
+        return history, None, note
+    try:
+        figure = optuna.visualization.plot_param_importances(study)
+        importances = _figure_html(figure, "fig-importances")
+    except (ValueError, RuntimeError) as err:  # e.g. no parameter varied
+        note = f"parameter importances could not be computed ({' '.join(str(err).split())})"
+    return history, importances, note
+
+
+def render_report(data: ReportData, study: optuna.Study) -> str:
+    history, importances, importance_note = _optuna_figures(study)
+    template = _ENV.get_template("report.html.j2")
+    return template.render(
+        data=data,
+        version=__version__,
+        plotly_js=get_plotlyjs(),
+        frontier=_figure_html(frontier_figure(data), "fig-frontier"),
+        latency=_figure_html(latency_figure(data), "fig-latency"),
+        history=history,
+        importances=importances,
+        importance_note=importance_note,
+        report_json=json.dumps(data.to_dict()).replace("</", "<\\/"),
+        fmt_duration=format_duration,
+        p95_at=p95_at,
+        knobs=knobs_summary,
+        accuracy=lambda figures: AccuracyFigures.from_dict(figures).summary(),
+    )
+
+
+def write_report(study: optuna.Study, path: Path, **options) -> ReportData:
+    """Collect ``study``'s figures (see :func:`collect`) and write the HTML report to ``path``."""
+    data = collect(study, **options)
+    Path(path).write_text(render_report(data, study), encoding="utf-8")
+    return data
