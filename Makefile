@@ -31,7 +31,7 @@ examples/model_repository/mlp/1/model.onnx: examples/make_example_model.py | set
 # Running it again resumes the same study (add trials with --trials N).
 demo: setup examples/model_repository/mlp/1/model.onnx
 	$(VENV)/bin/tritontune search --model-repository examples/model_repository --model mlp \
-	  --slo-p99 50ms --trials 12 --seed 1
+	  --slo-p99 50ms --trials 12 --seed 1 --report report.html
 
 # One config at a few load levels.
 profile-demo: setup examples/model_repository/mlp/1/model.onnx
@@ -77,6 +77,7 @@ bench: setup
 	@ldconfig -p | grep -q libb64.so.0d || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libb64-0d; }
 	$(PY) bench/loadgen.py
 	$(PY) bench/search_efficiency.py
+	$(PY) bench/precision.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -22,6 +22,7 @@ import yaml
 from tritontune import __version__
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.yamlfile import read_yaml
 
 RECORD_FILE = "tritontune.lock.yaml"
 #: A copy of the request data a study was measured with, so ``check`` sends the same requests.
@@ -261,14 +262,7 @@ def write_record(record: TuningRecord, model_dir: Path) -> Path:
 
 def read_record(path: Path) -> TuningRecord:
     """Read and validate a record; every problem names the file and the field."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"{path}: cannot read the tuning record ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InputError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    data = read_yaml(path, "tuning record")
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: expected a tuning record (a YAML mapping), found {type(data).__name__}"

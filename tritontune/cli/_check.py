@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tritontune.check import (
@@ -32,6 +31,7 @@ from tritontune.cli._common import (
     docker_settings,
     err_console,
     ms,
+    progress_bar,
     user_errors,
 )
 from tritontune.measure.runner import Measurement
@@ -86,13 +86,7 @@ def check(
 
 
 def _check_with_progress(repository: Path, settings: CheckSettings) -> CheckReport:
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+    with progress_bar() as bar:
         task = bar.add_task("reading the repository")
 
         def model_start(name: str) -> None:

@@ -10,6 +10,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
 from tritontune import __version__
@@ -113,6 +120,18 @@ def ms(seconds: float) -> str:
 def accuracy_text(accuracy: dict | None) -> str:
     """``cos 0.99998, top-1 100.0%, max abs 0.0012`` for a precision variant, else ``""``."""
     return AccuracyFigures.from_dict(accuracy).summary() if accuracy else ""
+
+
+def progress_bar(*columns: ProgressColumn) -> Progress:
+    """A transient display on stderr: spinner, description, ``columns``, time elapsed."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        *columns,
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
 
 
 def docker_settings(image: str, gpus: str | None, shm_size: str) -> DockerSettings:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
 from tritontune.cli._common import (
@@ -29,6 +29,7 @@ from tritontune.cli._common import (
     err_console,
     ms,
     print_server,
+    progress_bar,
     user_errors,
 )
 from tritontune.config.variant import Variant, knobs_summary
@@ -201,15 +202,7 @@ def profile(
 def _profile_with_progress(
     session, variant: Variant, loads: list[LoadSpec], accuracy_overrides: dict | None
 ) -> ProfileResult:
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} levels"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as progress:
+    with progress_bar(BarColumn(), TextColumn("{task.completed}/{task.total} levels")) as progress:
         task = progress.add_task("loading config", total=len(loads))
 
         def start(load: LoadSpec) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -32,6 +32,7 @@ from tritontune.cli._common import (
     err_console,
     ms,
     print_server,
+    progress_bar,
     user_errors,
 )
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
@@ -177,15 +178,7 @@ def _point_text(point: dict) -> str:
 
 def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSettings) -> SearchResult:
     unit = "concurrency" if settings.load_mode == "concurrency" else "req/s"
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+    with progress_bar(BarColumn(), TextColumn("{task.fields[status]}")) as bar:
         task = bar.add_task("baseline", total=settings.trials, status="")
         measured = []
 

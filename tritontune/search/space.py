@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 
 from tritontune.config.model_config import ModelConfig, backend_of
 from tritontune.config.validate import TargetCapabilities
@@ -35,6 +34,7 @@ from tritontune.config.variant import TENSORRT_PRECISIONS, Variant
 from tritontune.errors import InputError
 from tritontune.precision.convert import DEFAULT_PRECISIONS, PRECISIONS
 from tritontune.units import format_duration, parse_duration, to_microseconds
+from tritontune.yamlfile import read_yaml
 
 #: Parameters of the onnxruntime backend that tritontune tunes (the Python-backend template
 #: honours them too, so a value means the same on both).
@@ -261,14 +261,7 @@ def default_space(
 
 def load_space_file(path: Path, defaults: SearchSpace) -> SearchSpace:
     """``defaults`` with the dimensions ``path`` names replaced (fixed, narrowed or widened)."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"{path}: cannot read the space file ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InputError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    data = read_yaml(path, "space file")
     if data is None:
         return defaults
     if not isinstance(data, dict):

@@ -21,16 +21,18 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritontune.config.validate import TargetCapabilities
 from tritontune.errors import ServerDiedError, ServerError
-from tritontune.server.client import TritonClient
-from tritontune.server.launcher import ServerInfo, TritonLauncher, telling_line
+from tritontune.server.launcher import (
+    ServerInfo,
+    TritonLauncher,
+    http_ready,
+    loopback_server_info,
+    telling_line,
+)
 from tritontune.server.ports import free_ports
 
 #: Triton 2.51.0, the version tritontune's client and tests are built against.
@@ -80,7 +82,8 @@ def docker_client():
     return client
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -98,7 +101,7 @@ def remove_stale_containers(client) -> list[str]:
         if labels.get(HOST_LABEL) != socket.gethostname():
             continue
         pid = labels.get(PID_LABEL, "")
-        if pid.isdigit() and _pid_alive(int(pid)):
+        if pid.isdigit() and pid_alive(int(pid)):
             continue
         with contextlib.suppress(Exception):
             container.remove(force=True)
@@ -208,27 +211,12 @@ class DockerTritonLauncher(TritonLauncher):
                 ) from None
             raise ServerError(f"docker could not start {settings.image}: {reason}") from None
         self._reaper = _start_reaper(self._container.id)
-        http_url = f"http://127.0.0.1:{http_port}"
-        self._wait_ready(http_url)
-        grpc_url = f"127.0.0.1:{grpc_port}"
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        client = TritonClient(grpc_url, metrics_url)
-        try:
-            version = client.server_version()
-            gpus = client.gpu_count()
-        finally:
-            client.close()
-        self._info = ServerInfo(
-            grpc_url=grpc_url,
-            http_url=http_url,
-            metrics_url=metrics_url,
-            version=version,
-            capabilities=TargetCapabilities(
-                gpu_count=gpus,
-                response_cache=settings.response_cache_bytes > 0,
-                backends=self._backends(),
-            ),
+        self._wait_ready(f"http://127.0.0.1:{http_port}")
+        self._info = loopback_server_info(
+            (grpc_port, http_port, metrics_port),
             launch="docker",
+            backends=self._backends(),
+            response_cache=settings.response_cache_bytes > 0,
         )
         return self._info
 
@@ -251,12 +239,8 @@ class DockerTritonLauncher(TritonLauncher):
                     f"({self._container.attrs['State'].get('ExitCode')}): {telling_line(tail)}",
                     tail,
                 )
-            try:
-                with urllib.request.urlopen(f"{http_url}/v2/health/ready", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
+            if http_ready(http_url):
+                return
             time.sleep(0.2)
         raise ServerError(
             f"the tritonserver container was not ready after {self.settings.startup_timeout:.0f}s: "

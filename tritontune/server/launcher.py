@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import signal
 import threading
+import urllib.error
+import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import FrameType, TracebackType
@@ -98,3 +100,37 @@ def telling_line(log_tail: str) -> str:
         if line.startswith("E") or "error" in line.lower():
             return line
     return lines[-1] if lines else "(no log output)"
+
+
+def http_ready(http_url: str) -> bool:
+    """Whether the server at ``http_url`` says it is ready (``/v2/health/ready``)."""
+    try:
+        with urllib.request.urlopen(f"{http_url}/v2/health/ready", timeout=1) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def loopback_server_info(
+    ports: tuple[int, int, int], *, launch: str, backends: frozenset[str], response_cache: bool
+) -> ServerInfo:
+    """Ask a server just started on 127.0.0.1 (gRPC, HTTP, metrics ports) what it is."""
+    grpc_port, http_port, metrics_port = ports
+    grpc_url = f"127.0.0.1:{grpc_port}"
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    client = TritonClient(grpc_url, metrics_url)
+    try:
+        version = client.server_version()
+        gpus = client.gpu_count()
+    finally:
+        client.close()
+    return ServerInfo(
+        grpc_url=grpc_url,
+        http_url=f"http://127.0.0.1:{http_port}",
+        metrics_url=metrics_url,
+        version=version,
+        capabilities=TargetCapabilities(
+            gpu_count=gpus, response_cache=response_cache, backends=backends
+        ),
+        launch=launch,
+    )

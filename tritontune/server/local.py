@@ -17,13 +17,10 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import deque
 from pathlib import Path
 
-from tritontune.config.validate import TargetCapabilities
 from tritontune.errors import ServerDiedError, ServerError
 from tritontune.server.binary import (
     TritonBinary,
@@ -31,8 +28,13 @@ from tritontune.server.binary import (
     prepare_bundled_backends,
     server_environment,
 )
-from tritontune.server.client import TritonClient
-from tritontune.server.launcher import ServerInfo, TritonLauncher, telling_line
+from tritontune.server.launcher import (
+    ServerInfo,
+    TritonLauncher,
+    http_ready,
+    loopback_server_info,
+    telling_line,
+)
 from tritontune.server.ports import ensure_port_free, free_ports
 
 SHM_DIR = Path("/dev/shm")
@@ -135,33 +137,14 @@ class LocalTritonLauncher(TritonLauncher):
             )
         finally:
             log.close()
-        http_url = f"http://127.0.0.1:{http_port}"
-        self._wait_ready(http_url)
-        grpc_url = f"127.0.0.1:{grpc_port}"
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        client = TritonClient(grpc_url, metrics_url)
-        try:
-            version = client.server_version()
-            gpus = client.gpu_count()
-        finally:
-            client.close()
-        self._info = ServerInfo(
-            grpc_url=grpc_url,
-            http_url=http_url,
-            metrics_url=metrics_url,
-            version=version,
-            capabilities=TargetCapabilities(
-                gpu_count=gpus,
-                response_cache=self.response_cache_bytes > 0,
-                backends=self._backends(),
-            ),
+        self._wait_ready(f"http://127.0.0.1:{http_port}")
+        self._info = loopback_server_info(
+            (grpc_port, http_port, metrics_port),
             launch="local",
+            backends=self.binary.backends(),
+            response_cache=self.response_cache_bytes > 0,
         )
         return self._info
-
-    def _backends(self) -> frozenset[str]:
-        names = self.binary.backends()
-        return names if self.binary.bundled else names  # what the binary's backend dir holds
 
     def _ports(self) -> tuple[int, int, int]:
         grpc_port, http_port, metrics_port = self._fixed_ports
@@ -193,12 +176,8 @@ class LocalTritonLauncher(TritonLauncher):
                     f"tritonserver exited during start-up (code {self._process.returncode}): "
                     f"{telling_line(tail)} (log: {self.log_path})"
                 )
-            try:
-                with urllib.request.urlopen(f"{http_url}/v2/health/ready", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
+            if http_ready(http_url):
+                return
             time.sleep(0.1)
         raise ServerError(
             f"tritonserver was not ready after {self.startup_timeout:.0f}s (log: {self.log_path})"

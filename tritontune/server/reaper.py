@@ -9,21 +9,12 @@ process first. Only when tritontune dies without cleaning up (SIGKILL, a crash) 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 
+from tritontune.server.docker import pid_alive
+
 POLL_S = 0.5
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +22,7 @@ def main(argv: list[str]) -> int:
     import docker
 
     client = docker.from_env(timeout=30)
-    while _alive(parent):
+    while pid_alive(parent):
         time.sleep(POLL_S)
         try:
             client.containers.get(container_id)
