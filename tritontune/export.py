@@ -84,6 +84,8 @@ class _Pick:
     rank: int
     point: OperatingPoint
     confirmed: bool
+    model_files: dict[str, str]
+    """sha256 of the source's version files (checked against the study's): the copies' digests."""
 
     @property
     def name(self) -> str:
@@ -163,7 +165,7 @@ def _picks(
         warnings.append(
             f"study {endpoint.study!r}: only {len(feasible)} config(s) met the SLO (--top-k {top_k})"
         )
-    source = _measured_source(study, model_repository)
+    source, digests = _measured_source(study, model_repository)
     picks = []
     for rank, result in enumerate(feasible[:top_k], 1):
         assert result.operating_point is not None
@@ -177,12 +179,15 @@ def _picks(
                     f"study {endpoint.study!r}: the best config (trial {result.number}) was not "
                     "confirmed by the search; its record keeps the search's own measurement"
                 )
-        picks.append(_Pick(endpoint, study, source, result, rank, point, confirmed))
+        picks.append(_Pick(endpoint, study, source, result, rank, point, confirmed, digests))
     return picks
 
 
-def _measured_source(study: optuna.Study, model_repository: Path | None) -> ModelSource:
-    """The user's model, checked to be the very files the search measured."""
+def _measured_source(
+    study: optuna.Study, model_repository: Path | None
+) -> tuple[ModelSource, dict[str, str]]:
+    """The user's model, checked to be the very files the search measured, and their digests
+    (hashed once here: a model can be gigabytes)."""
     attrs = study.user_attrs
     repository = model_repository or attrs.get("model_repository")
     if not repository:
@@ -192,8 +197,8 @@ def _measured_source(study: optuna.Study, model_repository: Path | None) -> Mode
         )
     source = load_model_source(Path(repository), attrs["model"])
     measured = attrs.get("model_files")
+    now = source.file_digests()
     if measured is not None:
-        now = source.file_digests()
         changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
         if changed:
             raise InputError(
@@ -201,7 +206,7 @@ def _measured_source(study: optuna.Study, model_repository: Path | None) -> Mode
                 f"{study.study_name!r} measured it; its figures would not be true of these files "
                 "(search again, or point --model-repository at the measured files)"
             )
-    return source
+    return source, now
 
 
 def _check_output(out: Path, names: list[str], force: bool) -> None:
@@ -290,7 +295,9 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
     input_data = pick.study.user_attrs.get("workload", {}).get("input_data")
     if input_data:
         shutil.copy2(input_data, target / INPUT_DATA_FILE)
-    written = {str(rel): file_sha256(target / rel) for rel in sorted(files)}
+    written = {
+        str(rel): pick.model_files.get(str(rel)) or file_sha256(target / rel) for rel in sorted(files)
+    }  # copies of the source have its digests; only a precision variant is hashed here
     record = _record_for(pick, storage, routing, config_digest(config), written)
     write_record(record, target)
     return record

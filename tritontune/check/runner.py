@@ -89,10 +89,6 @@ class CheckReport:
     def passed(self) -> bool:
         return all(m.passed for m in self.models)
 
-    @property
-    def tuned(self) -> list[ModelCheck]:
-        return [m for m in self.models if m.record is not None]
-
 
 @dataclass(frozen=True)
 class _Model:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
 
 from tritontune.config.model_config import ModelConfig, backend_of
+from tritontune.config.variant import TENSORRT_PRECISIONS
 from tritontune.errors import ConfigError
 
 
@@ -83,8 +84,10 @@ def config_problems(config: ModelConfig, target: TargetCapabilities | None = Non
         if accelerator.name == "tensorrt" and backend_of(config) != "onnxruntime":
             problems.append(f"{where}: TensorRT acceleration is an onnxruntime backend option")
         mode = accelerator.parameters.get("precision_mode")
-        if mode is not None and mode not in ("FP32", "FP16", "INT8"):
-            problems.append(f"{where}: precision_mode {mode!r} is not one of FP32, FP16, INT8")
+        if mode is not None and mode not in TENSORRT_PRECISIONS:
+            problems.append(
+                f"{where}: precision_mode {mode!r} is not one of {', '.join(TENSORRT_PRECISIONS)}"
+            )
         if target is not None and target.gpu_count == 0:
             problems.append(f"{where}: needs a GPU, and the server has none")
         if any(g.kind == ModelInstanceGroup.KIND_CPU for g in config.instance_group):

@@ -342,27 +342,27 @@ def _prepare_precisions(
 
 def _record_context(study: optuna.Study, session: TuningSession, settings: SearchSettings) -> None:
     """What ``export`` and ``check`` need to reproduce a result: where the model is, what each
-    request carried, which server and machine measured it. Kept from the study's first run (a
-    resumed run on other hardware would mix results; that is said, not hidden)."""
+    request carried, which server and machine measured it. Kept from the study's first run, and
+    computed only when missing (hashing a large model on every resume would be wasted)."""
     source = session.source
-    context = {
-        "model_repository": str(source.directory.parent.resolve()),
-        "model_version": source.version,
-        "model_files": source.file_digests(),
-        "workload": {
+    context: dict[str, Callable[[], object]] = {
+        "model_repository": lambda: str(source.directory.parent.resolve()),
+        "model_version": lambda: source.version,
+        "model_files": source.file_digests,  # hashed only for a new study: models can be large
+        "workload": lambda: {
             "batch_size": session.workload.batch_size,
             "dynamic_dim": session.workload.dynamic_dim,
             "input_data": str(session.workload.input_data) if session.workload.input_data else None,
         },
-        "server_version": session.info.version,
-        "launch": session.info.launch,
-        "served_via_python_backend": bool(session.served and session.served.via_python),
-        "host": describe_host().to_dict(),
-        "measure": asdict(settings.measure),
+        "server_version": lambda: session.info.version,
+        "launch": lambda: session.info.launch,
+        "served_via_python_backend": lambda: bool(session.served and session.served.via_python),
+        "host": lambda: describe_host().to_dict(),
+        "measure": lambda: asdict(settings.measure),
     }
     for key, value in context.items():
         if key not in study.user_attrs:
-            study.set_user_attr(key, value)
+            study.set_user_attr(key, value())
 
 
 def _confirm_best(study, session, space, settings) -> OperatingPoint | None:
