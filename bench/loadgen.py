@@ -33,7 +33,7 @@ from tritontune.config.repository import WorkingRepository, load_model_source
 from tritontune.config.variant import Variant, apply_variant
 from tritontune.measure.inputs import build_requests, input_specs, synthesize_payloads
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings, measure_load
+from tritontune.measure.measurement import MeasureSettings, measure_load
 from tritontune.server.local import LocalTritonLauncher
 
 ROOT = Path(__file__).resolve().parent.parent

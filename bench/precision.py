@@ -18,8 +18,9 @@ from pathlib import Path
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
-from tritontune.precision import DEFAULT_PRECISIONS, prepare_precisions
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.precision.convert import DEFAULT_PRECISIONS
+from tritontune.precision.prepare import prepare_precisions
 from tritontune.session import TuningSession, Workload
 from tritontune.units import parse_duration
 

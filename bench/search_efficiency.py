@@ -29,7 +29,7 @@ from pathlib import Path
 import optuna
 
 from tritontune.config.repository import load_model_source
-from tritontune.search.runner import SearchSettings, measure_operating_point, run_search
+from tritontune.search.optimize import SearchSettings, measure_operating_point, run_search
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.study import TrialResult, open_study
 from tritontune.session import TuningSession

@@ -56,8 +56,8 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
     """Real searches (small budgets) on the real bundled tritonserver, shared by the tests of
     export, check and report, which only read them."""
     from tritontune.config.repository import load_model_source
-    from tritontune.measure.runner import MeasureSettings
-    from tritontune.search.runner import SearchSettings, run_search
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.space import Choice, SearchSpace
     from tritontune.session import TuningSession
 

@@ -11,7 +11,7 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
+from tritontune.measure.measurement import MeasureSettings
 from tritontune.session import TuningSession, Workload
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,8 @@ from tritontune.config.repository import ModelSource, file_sha256, load_model_so
 from tritontune.config.variant import FP32, variant_filename
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
-from tritontune.precision import ConversionError, build_variant, precision_data
+from tritontune.precision.convert import ConversionError, build_variant
+from tritontune.precision.prepare import precision_data
 from tritontune.record import (
     INPUT_DATA_FILE,
     RECORD_FILE,

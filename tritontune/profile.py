@@ -15,7 +15,7 @@ from tritontune.config.model_config import config_to_text
 from tritontune.config.variant import FP32, Variant, describe_config
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import Measurement
+from tritontune.measure.measurement import Measurement
 from tritontune.session import TuningSession
 
 

@@ -34,7 +34,7 @@ from tritontune.measure.inputs import (
     synthesize_payloads,
 )
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import Measurement, MeasureSettings, measure_load
+from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
 from tritontune.precision.convert import cache_dir as precision_cache_dir
 from tritontune.precision.prepare import PrecisionCheck, prepare_precisions
 from tritontune.server.client import TritonClient

@@ -20,7 +20,7 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
+from tritontune.measure.measurement import MeasureSettings
 from tritontune.server.docker import LABEL, PID_LABEL, DockerSettings, DockerTritonLauncher
 from tritontune.session import TuningSession
 

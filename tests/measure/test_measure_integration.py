@@ -7,7 +7,7 @@ import pytest
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
+from tritontune.measure.measurement import MeasureSettings
 from tritontune.session import TuningSession
 
 pytestmark = pytest.mark.integration

@@ -51,7 +51,7 @@ def test_too_few_windows():
 
 
 def test_server_split_from_counters():
-    from tritontune.measure.runner import ServerSplit
+    from tritontune.measure.measurement import ServerSplit
     from tritontune.server.client import ModelStatsSnapshot
 
     split = ServerSplit.from_delta(

@@ -9,14 +9,9 @@ import pytest
 
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
-from tritontune.precision import (
-    PRECISIONS,
-    build_variant,
-    compare_models,
-    parse_tolerance,
-    precision_data,
-    prepare_precisions,
-)
+from tritontune.precision.accuracy import compare_models, parse_tolerance
+from tritontune.precision.convert import PRECISIONS, build_variant
+from tritontune.precision.prepare import precision_data, prepare_precisions
 
 EXPECTED_TYPES = {
     "fp16": (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT),  # weights FP16, I/O kept FP32

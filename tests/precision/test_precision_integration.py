@@ -12,9 +12,9 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.export import Endpoint, export_studies
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
+from tritontune.measure.measurement import MeasureSettings
 from tritontune.record import RECORD_FILE, read_record
-from tritontune.search.runner import SearchSettings, run_search
+from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.session import TuningSession
 

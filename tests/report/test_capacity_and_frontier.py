@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from tritontune.report import MeasuredPoint, pareto_front, plan_capacity
+from tritontune.report.capacity import plan_capacity
+from tritontune.report.data import MeasuredPoint, pareto_front
 from tritontune.search.operating_point import OperatingPoint
 
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from tests.conftest import SmallStudies
 from tritontune.cli import app
-from tritontune.report import collect, write_report
+from tritontune.report.data import collect
+from tritontune.report.html import write_report
 from tritontune.search.study import confirmed_of, finished_results
 
 pytestmark = pytest.mark.integration

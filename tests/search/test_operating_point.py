@@ -7,7 +7,7 @@ model: throughput grows with load up to a capacity, latency follows Little's law
 import pytest
 
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import Measurement, ServerSplit
+from tritontune.measure.measurement import Measurement, ServerSplit
 from tritontune.measure.stats import LatencyStats, WindowSummary
 from tritontune.search.operating_point import (
     OperatingPoint,

@@ -7,8 +7,8 @@ import pytest
 
 from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
-from tritontune.search.runner import SearchProgress, SearchSettings, run_search
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.session import TuningSession
 

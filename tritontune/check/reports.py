@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 from junitparser import Failure, JUnitXml, TestCase, TestSuite
 
-from tritontune.check.runner import CheckReport, ModelCheck
+from tritontune.check.gate import CheckReport, ModelCheck
 from tritontune.check.verdict import Criterion
 
 RULES = {

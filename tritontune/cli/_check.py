@@ -10,15 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritontune.check import (
-    CHECK_MEASURE,
-    CheckReport,
-    CheckSettings,
-    render_summary,
-    run_check,
-    write_junit,
-)
-from tritontune.check.reports import criterion_text
+from tritontune.check.gate import CHECK_MEASURE, CheckReport, CheckSettings, run_check
+from tritontune.check.reports import criterion_text, render_summary, write_junit
 from tritontune.cli._common import (
     GpusOption,
     ImageOption,
@@ -34,7 +27,7 @@ from tritontune.cli._common import (
     progress_bar,
     user_errors,
 )
-from tritontune.measure.runner import Measurement
+from tritontune.measure.measurement import Measurement
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.units import parse_duration, parse_fraction
 

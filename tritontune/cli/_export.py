@@ -11,7 +11,7 @@ from rich.table import Table
 from tritontune.cli._common import app, console, err_console, ms, user_errors
 from tritontune.config.variant import knobs_summary
 from tritontune.export import Endpoint, export_studies, parse_endpoint
-from tritontune.search import DEFAULT_STORAGE
+from tritontune.search.study import DEFAULT_STORAGE
 
 
 @app.command()

@@ -35,8 +35,8 @@ from tritontune.cli._common import (
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import Measurement, MeasureSettings
-from tritontune.precision import parse_tolerance
+from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.convert import check_precision
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.server.docker import DEFAULT_IMAGE

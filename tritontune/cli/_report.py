@@ -9,9 +9,9 @@ import typer
 
 from tritontune.cli._common import app, console, err_console, user_errors
 from tritontune.errors import InputError
-from tritontune.report import DEFAULT_HEADROOM, write_report
-from tritontune.search import DEFAULT_STORAGE
-from tritontune.search.study import load_existing_study
+from tritontune.report.capacity import DEFAULT_HEADROOM
+from tritontune.report.html import write_report
+from tritontune.search.study import DEFAULT_STORAGE, load_existing_study
 from tritontune.units import parse_fraction, parse_rate
 
 HeadroomOption = Annotated[

@@ -38,22 +38,22 @@ from tritontune.cli._common import (
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
-from tritontune.precision import PrecisionCheck, parse_tolerance
-from tritontune.report import DEFAULT_HEADROOM, collect, write_report
-from tritontune.search import (
-    DEFAULT_STORAGE,
+from tritontune.precision.accuracy import parse_tolerance
+from tritontune.precision.prepare import PrecisionCheck
+from tritontune.report.capacity import DEFAULT_HEADROOM
+from tritontune.report.data import collect
+from tritontune.report.html import write_report
+from tritontune.search.operating_point import OperatingPoint
+from tritontune.search.optimize import (
     SEARCH_MEASURE,
-    OperatingPoint,
     SearchProgress,
     SearchResult,
     SearchSettings,
-    SearchSpace,
-    TrialResult,
-    default_study_name,
     run_search,
     space_for_session,
 )
-from tritontune.search.study import load_existing_study
+from tritontune.search.space import SearchSpace
+from tritontune.search.study import DEFAULT_STORAGE, TrialResult, default_study_name, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import Workload, open_session
 from tritontune.units import (

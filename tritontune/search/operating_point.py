@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tritontune.measure.loadgen import LoadMode, LoadSpec
-from tritontune.measure.runner import Measurement
+from tritontune.measure.measurement import Measurement
 
 MAX_ERROR_RATE = 0.01
 MIN_RATE_ACHIEVED = 0.90

@@ -37,7 +37,7 @@ from tritontune.errors import (
 )
 from tritontune.hostinfo import describe_host
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import MeasureSettings
+from tritontune.measure.measurement import MeasureSettings
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.search.operating_point import (
     OperatingPoint,

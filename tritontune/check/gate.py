@@ -27,7 +27,7 @@ from tritontune.config.variant import Variant, describe_config
 from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.runner import Measurement, MeasureSettings
+from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.record import INPUT_DATA_FILE, RECORD_FILE, TuningRecord, read_record
 from tritontune.server.docker import DockerSettings
 from tritontune.session import TuningSession, Workload
