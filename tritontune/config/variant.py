@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 
 from tritonclient.grpc import model_config_pb2
 from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup, ModelQueuePolicy
@@ -21,10 +22,29 @@ TIMEOUT_ACTIONS = {
     "reject": ModelQueuePolicy.REJECT,
     "delay": ModelQueuePolicy.DELAY,
 }
-#: The model's own weights; other precisions are files built by :mod:`tritontune.precision`.
-FP32 = "fp32"
-#: Precisions whose variant takes FP16 inputs and outputs (the config's data types follow).
-FP16_IO = "fp16_io"
+
+
+class Precision(str, Enum):
+    """The numeric precision a model file is served in: the one spelling of this concept.
+
+    ``FP32`` is the model's own weights; the others are files built by :mod:`tritontune.precision`
+    and placed beside it. The values are what users write (space files, ``--precision``) and what
+    studies and tuning records keep.
+    """
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    FP16_IO = "fp16_io"
+    """FP16 inputs and outputs too (the config's data types follow): clients send FP16."""
+    INT8_DYNAMIC = "int8_dynamic"
+    INT8_STATIC = "int8_static"
+
+    def __str__(self) -> str:  # f-strings and str() give the value on every Python
+        return self.value
+
+
+FP32 = Precision.FP32
+FP16_IO = Precision.FP16_IO
 #: TensorRT's ``precision_mode`` values (onnxruntime backend on a GPU).
 TENSORRT_PRECISIONS = ("FP32", "FP16", "INT8")
 DEFAULT_ONNX_FILENAME = "model.onnx"

@@ -23,15 +23,36 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from enum import Enum
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tritontune.server.client import GRPC_OPTIONS, one_line
 
-LoadMode = Literal["concurrency", "rate"]
-Arrival = Literal["poisson", "constant"]
+
+
+class LoadMode(str, Enum):
+    """How load is applied: a closed loop of N requests in flight, or open-loop arrivals at a rate.
+
+    The one spelling of this concept; the values are what studies and tuning records keep."""
+
+    CONCURRENCY = "concurrency"
+    RATE = "rate"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Arrival(str, Enum):
+    """How open-loop arrivals are spaced."""
+
+    POISSON = "poisson"
+    CONSTANT = "constant"
+
+    def __str__(self) -> str:
+        return self.value
+
 
 #: Error kind recorded for an open-loop arrival dropped because too many requests were in flight.
 BACKLOG_ERROR = "CLIENT_BACKLOG"
@@ -43,18 +64,18 @@ class LoadSpec:
 
     mode: LoadMode
     value: float
-    arrival: Arrival = "poisson"
+    arrival: Arrival = Arrival.POISSON
 
     @classmethod
     def concurrency(cls, n: int) -> LoadSpec:
-        return cls("concurrency", float(n))
+        return cls(LoadMode.CONCURRENCY, float(n))
 
     @classmethod
-    def rate(cls, requests_per_s: float, arrival: Arrival = "poisson") -> LoadSpec:
-        return cls("rate", float(requests_per_s), arrival)
+    def rate(cls, requests_per_s: float, arrival: Arrival = Arrival.POISSON) -> LoadSpec:
+        return cls(LoadMode.RATE, float(requests_per_s), Arrival(arrival))
 
     def label(self) -> str:
-        if self.mode == "concurrency":
+        if self.mode == LoadMode.CONCURRENCY:
             return f"concurrency {int(self.value)}"
         return f"{self.value:g} req/s ({self.arrival})"
 
@@ -116,7 +137,7 @@ class LoadGenerator:
         stop = asyncio.Event()
         async with grpc.aio.insecure_channel(self.grpc_url, options=GRPC_OPTIONS) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            if load.mode == "concurrency":
+            if load.mode == LoadMode.CONCURRENCY:
                 drivers = [
                     asyncio.create_task(self._closed_worker(stub, log, stop, i, max_requests))
                     for i in range(max(1, int(load.value)))
@@ -192,7 +213,7 @@ class LoadGenerator:
         def tick() -> None:
             due = time.perf_counter()
             while not ticker_stop.is_set():
-                due += self._rng.expovariate(load.value) if load.arrival == "poisson" else 1 / load.value
+                due += self._rng.expovariate(load.value) if load.arrival == Arrival.POISSON else 1 / load.value
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
