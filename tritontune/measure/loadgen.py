@@ -31,7 +31,6 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritontune.server.client import GRPC_OPTIONS, one_line
 
 
-
 class LoadMode(str, Enum):
     """How load is applied: a closed loop of N requests in flight, or open-loop arrivals at a rate.
 
@@ -213,7 +212,8 @@ class LoadGenerator:
         def tick() -> None:
             due = time.perf_counter()
             while not ticker_stop.is_set():
-                due += self._rng.expovariate(load.value) if load.arrival == Arrival.POISSON else 1 / load.value
+                poisson = load.arrival == Arrival.POISSON
+                due += self._rng.expovariate(load.value) if poisson else 1 / load.value
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
