@@ -29,9 +29,10 @@ from pathlib import Path
 import optuna
 
 from tritontune.config.repository import load_model_source
+from tritontune.measure.loadgen import LoadMode
 from tritontune.search.optimize import SearchSettings, measure_operating_point, run_search
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.search.study import TrialResult, open_study
+from tritontune.search.study import StudyIdentity, TrialResult, open_study, read_study
 from tritontune.session import TuningSession
 from tritontune.units import parse_duration
 
@@ -59,7 +60,7 @@ def key(params: dict) -> tuple:
 
 
 def trial_stats(results: list[TrialResult], study: optuna.Study) -> tuple[list[float], list[float]]:
-    switches = [t.user_attrs["switch_s"] for t in study.trials if "switch_s" in t.user_attrs]
+    switches = [t.switch_s for t in read_study(study).trials if t.switch_s is not None]
     durations = [r.duration_s for r in results if r.duration_s is not None]
     return switches, durations
 
@@ -86,7 +87,7 @@ def main() -> None:
             slo_p99_s=slo, trials=32, storage=storage, study_name="grid",
             sampler=optuna.samplers.RandomSampler(seed=0),
         )  # fmt: skip
-        identity = {"model": "mlp", "slo_p99_s": slo, "load_mode": "concurrency"}
+        identity = StudyIdentity("mlp", slo, LoadMode.CONCURRENCY)
         queue, _ = open_study(storage, "grid", identity=identity, sampler=grid_settings.sampler)
         for values in itertools.product(*GRID.values()):
             queue.enqueue_trial(dict(zip(GRID, values, strict=True)))

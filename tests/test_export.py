@@ -13,7 +13,7 @@ from tritontune.config.model_config import read_config
 from tritontune.errors import InputError
 from tritontune.export import Endpoint, export_studies, parse_endpoint
 from tritontune.record import RECORD_FILE, read_record
-from tritontune.search.study import confirmed_of, finished_results
+from tritontune.search.study import read_study
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -28,8 +28,9 @@ def test_export_writes_the_best_config_its_model_and_its_record(
     model_dir = out / "mlp"
 
     study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
-    best = finished_results(study)[0]
-    confirmed = confirmed_of(study, best.number)
+    record = read_study(study)
+    best = record.results[0]
+    confirmed = record.confirmed_point(best.number)
     assert confirmed is not None and confirmed.feasible
 
     config = read_config(model_dir / "config.pbtxt")

@@ -22,13 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import optuna
-
 from tritontune.config.model_config import config_digest, parse_config_text, write_config
 from tritontune.config.repository import ModelSource, file_sha256, load_model_source
-from tritontune.config.variant import FP32, variant_filename
+from tritontune.config.variant import Precision, variant_filename
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.measure.loadgen import LoadMode
 from tritontune.precision.convert import ConversionError, build_variant
 from tritontune.precision.prepare import precision_data
 from tritontune.record import (
@@ -41,13 +40,7 @@ from tritontune.record import (
     write_record,
 )
 from tritontune.search.operating_point import OperatingPoint
-from tritontune.search.study import (
-    TrialResult,
-    baseline_of,
-    confirmed_of,
-    finished_results,
-    load_existing_study,
-)
+from tritontune.search.study import StudyRecord, TrialResult, load_existing_study, read_study
 from tritontune.units import format_duration
 
 
@@ -79,7 +72,7 @@ class _Pick:
     """A trial chosen for export, with everything needed to write it."""
 
     endpoint: Endpoint
-    study: optuna.Study
+    study: StudyRecord
     source: ModelSource
     result: TrialResult
     rank: int
@@ -114,16 +107,35 @@ def export_studies(
     model_repository: Path | None = None,
     force: bool = False,
 ) -> ExportResult:
-    """Export the best ``top_k`` configs of each endpoint's study into ``out``."""
+    """Export the best ``top_k`` configs of each endpoint's study in ``storage`` into ``out``."""
     if not endpoints:
         raise InputError("nothing to export: give --study NAME or --endpoint ROLE=STUDY")
+    studies = {e.study: read_study(load_existing_study(storage, e.study)) for e in endpoints}
+    return export_records(
+        endpoints, studies, out, storage=storage, top_k=top_k,
+        model_repository=model_repository, force=force,
+    )  # fmt: skip
+
+
+def export_records(
+    endpoints: Sequence[Endpoint],
+    studies: dict[str, StudyRecord],
+    out: Path,
+    *,
+    storage: str,
+    top_k: int = 1,
+    model_repository: Path | None = None,
+    force: bool = False,
+) -> ExportResult:
+    """Export from studies already read (``studies`` by name; ``storage`` is where they are,
+    for the records' provenance)."""
     if top_k < 1:
         raise InputError(f"--top-k: {top_k} is below 1")
     out = Path(out)
     result = ExportResult(out=out)
     picks: list[_Pick] = []
     for endpoint in endpoints:
-        picks += _picks(endpoint, storage, top_k, model_repository, result.warnings)
+        picks += _picks(endpoint, studies[endpoint.study], top_k, model_repository, result.warnings)
     names = [p.name for p in picks]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -153,13 +165,12 @@ def export_studies(
 
 def _picks(
     endpoint: Endpoint,
-    storage: str,
+    study: StudyRecord,
     top_k: int,
     model_repository: Path | None,
     warnings: list[str],
 ) -> list[_Pick]:
-    study = load_existing_study(storage, endpoint.study)
-    feasible = [r for r in finished_results(study) if r.feasible]
+    feasible = study.feasible
     if not feasible:
         raise InputError(f"study {endpoint.study!r} has no config that met its SLO; nothing to export")
     if len(feasible) < top_k:
@@ -168,14 +179,13 @@ def _picks(
         )
     source, digests = _measured_source(study, model_repository)
     picks = []
+    best = study.best_point()
     for rank, result in enumerate(feasible[:top_k], 1):
         assert result.operating_point is not None
         point, confirmed = result.operating_point, False
-        if rank == 1:
-            checked = confirmed_of(study, result.number)
-            if checked is not None and checked.feasible:
-                point, confirmed = checked, True
-            else:
+        if rank == 1 and best is not None:
+            point, confirmed = best.point, best.confirmed
+            if not confirmed:
                 warnings.append(
                     f"study {endpoint.study!r}: the best config (trial {result.number}) was not "
                     "confirmed by the search; its record keeps the search's own measurement"
@@ -185,26 +195,25 @@ def _picks(
 
 
 def _measured_source(
-    study: optuna.Study, model_repository: Path | None
+    study: StudyRecord, model_repository: Path | None
 ) -> tuple[ModelSource, dict[str, str]]:
     """The user's model, checked to be the very files the search measured, and their digests
     (hashed once here: a model can be gigabytes)."""
-    attrs = study.user_attrs
-    repository = model_repository or attrs.get("model_repository")
+    repository = model_repository or study.context.model_repository
     if not repository:
         raise InputError(
-            f"study {study.study_name!r} does not say where its model repository is "
+            f"study {study.name!r} does not say where its model repository is "
             "(made by an older tritontune); pass --model-repository DIR"
         )
-    source = load_model_source(Path(repository), attrs["model"])
-    measured = attrs.get("model_files")
+    source = load_model_source(Path(repository), study.identity.model)
+    measured = study.context.model_files
     now = source.file_digests()
     if measured is not None:
         changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
         if changed:
             raise InputError(
                 f"{source.directory}: {', '.join(changed)} changed since study "
-                f"{study.study_name!r} measured it; its figures would not be true of these files "
+                f"{study.name!r} measured it; its figures would not be true of these files "
                 "(search again, or point --model-repository at the measured files)"
             )
     return source, now
@@ -227,18 +236,18 @@ def _record_for(
     config_sha256: str,
     model_files: dict[str, str],
 ) -> TuningRecord:
-    attrs = pick.study.user_attrs
-    workload = attrs.get("workload", {})
+    study = pick.study
+    context = study.context
     point = pick.point
-    baseline = baseline_of(pick.study)
+    baseline = study.baseline
     return TuningRecord(
         model=pick.name,
-        slo_p99_ms=attrs["slo_p99_s"] * 1e3,
+        slo_p99_ms=study.identity.slo_p99_s * 1e3,
         load=RecordedLoad(
-            mode="concurrency" if point.load_mode == "concurrency" else "rate",
+            mode=LoadMode(point.load_mode).value,
             value=point.load,
-            batch_size=int(workload.get("batch_size", 1)),
-            dynamic_dim=int(workload.get("dynamic_dim", 16)),
+            batch_size=context.workload.batch_size,
+            dynamic_dim=context.workload.dynamic_dim,
         ),
         operating_point=RecordedPoint(
             throughput=point.throughput,
@@ -253,13 +262,13 @@ def _record_for(
         config_sha256=config_sha256,
         model_files=model_files,
         precision=_precision_record(pick),
-        triton_version=str(attrs.get("server_version", "unknown")),
-        triton_launch=str(attrs.get("launch", "local")),
-        served_via_python_backend=bool(attrs.get("served_via_python_backend", False)),
-        hardware=HostInfo.from_dict(attrs.get("host", {})),
+        triton_version=context.server_version,
+        triton_launch=context.launch,
+        served_via_python_backend=context.served_via_python_backend,
+        hardware=HostInfo.from_dict(context.host),
         tuned_from={
             "model": pick.source.name,
-            "study": pick.study.study_name,
+            "study": study.name,
             "storage": storage,
             "trial": pick.result.number,
             "rank": pick.rank,
@@ -281,8 +290,8 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
     config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
     config.name = pick.name
     files = {rel: source.directory / rel for rel in source.version_files()}
-    precision = pick.result.knobs.get("precision", FP32)
-    if precision != FP32:
+    precision = Precision(pick.result.knobs.get("precision", Precision.FP32))
+    if precision != Precision.FP32:
         # The model in the chosen precision: the variant replaces the FP32 weights.
         files.pop(source.model_file.relative_to(source.directory), None)
         variant = Path(source.version) / variant_filename(source.model_file.name, precision)
@@ -293,7 +302,7 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(origin, destination)
     write_config(config, target / "config.pbtxt")
-    input_data = pick.study.user_attrs.get("workload", {}).get("input_data")
+    input_data = pick.study.context.workload.input_data
     if input_data:
         shutil.copy2(input_data, target / INPUT_DATA_FILE)
     written = {
@@ -304,11 +313,11 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
     return record
 
 
-def _precision_file(pick: _Pick, precision: str) -> Path:
+def _precision_file(pick: _Pick, precision: Precision) -> Path:
     """The variant file the search measured: rebuilt from the same inputs (a cache hit, unless
     the cache was cleared; the build is deterministic)."""
     source = pick.source
-    input_data = pick.study.user_attrs.get("workload", {}).get("input_data")
+    input_data = pick.study.context.workload.input_data
     data = precision_data(source.base_config, Path(input_data) if input_data else None)
     try:
         return build_variant(source.model_file, precision, calibration=data.calibration)
@@ -323,7 +332,7 @@ def _precision_record(pick: _Pick) -> dict | None:
     precision = pick.result.knobs.get("precision")
     if precision is None:
         return None
-    check = pick.study.user_attrs.get("precisions", {}).get(precision, {})
+    check = pick.study.precisions.get(str(precision), {})
     return {"precision": precision, "accuracy": check.get("accuracy"), "data": check.get("data")}
 
 
@@ -335,11 +344,11 @@ def _verify(model_dir: Path, name: str) -> None:
 
 def _routing(picks: list[_Pick]) -> dict:
     """Which traffic goes to which endpoint: tightest SLO for interactive traffic."""
-    firsts = sorted((p for p in picks if p.rank == 1), key=lambda p: p.study.user_attrs["slo_p99_s"])
+    firsts = sorted((p for p in picks if p.rank == 1), key=lambda p: p.study.identity.slo_p99_s)
     endpoints = {}
     lines = []
     for pick in firsts:
-        slo = pick.study.user_attrs["slo_p99_s"]
+        slo = pick.study.identity.slo_p99_s
         endpoints[pick.name] = {
             "slo_p99_ms": slo * 1e3,
             "throughput": round(pick.point.throughput, 1),

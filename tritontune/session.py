@@ -178,15 +178,28 @@ class TuningSession:
         except ServerError:
             pass  # the server is somebody else's; failing to tidy it must not hide the result
 
-    def restart(self) -> None:
-        """Restart a dead server and reload the current config."""
+    def restart(self, *, reload: bool = True) -> None:
+        """Restart a dead server; with ``reload``, load the current config again.
+
+        Without it the server comes back with no tuned config (the caller loads the next one):
+        a config that may have brought the server down is not loaded again behind its back."""
         self.restarts += 1
         if self.client is not None:
             self.client.close()
         self.launcher.restart()
         self.client = self.launcher.client()
-        if self.tuned_config is not None:
+        if not reload:
+            self.tuned_config = None
+            self._requests = []
+        elif self.tuned_config is not None:
             self._load(self.tuned_config)
+
+    def server_ready(self) -> bool:
+        """Whether the server answers its readiness check now."""
+        try:
+            return self.client is not None and self.client.is_ready()
+        except ServerError:
+            return False
 
     # -- variants ----------------------------------------------------------------------------
     def prepare_precisions(

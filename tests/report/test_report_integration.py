@@ -15,7 +15,7 @@ from tests.conftest import SmallStudies
 from tritontune.cli import app
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
-from tritontune.search.study import confirmed_of, finished_results
+from tritontune.search.study import read_study
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -56,20 +56,21 @@ def test_report_has_every_section_and_figure(report: Path):
 def test_report_numbers_are_the_studys(report: Path, small_studies: SmallStudies):
     study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
     data = embedded(report.read_text())
-    results = [r for r in finished_results(study) if r.feasible]
+    record = read_study(study)
+    results = [r for r in record.results if r.feasible]
     assert [row["trial"] for row in data["top"]] == [r.number for r in results]
     for row, result in zip(data["top"], results, strict=True):
         assert row["throughput"] == result.throughput
         assert row["p99_ms"] == pytest.approx(result.operating_point.p99_s * 1e3, abs=1e-4)
-    confirmed = confirmed_of(study, results[0].number)
+    confirmed = record.confirmed_point(results[0].number)
     assert data["best_trial"] == results[0].number
     assert data["capacity"]["max_throughput"] == pytest.approx(confirmed.throughput, rel=1e-6)
-    gain = confirmed.throughput / study.user_attrs["baseline"]["throughput"] - 1
+    gain = confirmed.throughput / record.baseline.throughput - 1
     assert f"{gain * 100:+.0f} %</strong> against the model's own config" in report.read_text()
     assert data["capacity"]["replicas"] >= 1 and data["capacity"]["peak"] == 20_000
     # every measured level of every trial and the baseline is a point
-    levels = sum(len(r.operating_point.levels) for r in finished_results(study))
-    assert data["points"] == levels + len(study.user_attrs["baseline"]["levels"])
+    levels = sum(len(r.operating_point.levels) for r in record.results)
+    assert data["points"] == levels + len(record.baseline.levels)
     # the table shows the same throughputs
     html = report.read_text()
     for result in results:
@@ -95,7 +96,7 @@ def test_report_cli_and_capacity_in_search_output(small_studies: SmallStudies, t
 
 def test_warnings_come_from_the_numbers(small_studies: SmallStudies):
     study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
-    data = collect(study)
+    data = collect(read_study(study))
     best = data.best_point
     tail = best.p99_s / best.p50_s > 3
     assert any("p99/p50" in w for w in data.warnings) == tail

@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from tritontune.config.repository import load_model_source
-from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.space import Choice, IntRange, SearchSpace
@@ -136,7 +136,7 @@ def test_poisson_search_finds_an_arrival_rate(session, tmp_path: Path):
             "intra_op_thread_count": Choice((1,)),
         }
     )
-    result = run_search(session, space, settings(tmp_path, trials=1, load="poisson"))
+    result = run_search(session, space, settings(tmp_path, trials=1, load_mode=LoadMode.RATE))
     assert result.load_mode == "rate"
     best = result.best
     assert best is not None and best.operating_point is not None

@@ -1,12 +1,22 @@
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 import pytest
 
+from tests.studies import make_study, point
 from tritontune.errors import InputError
-from tritontune.search.study import default_study_name, is_counted, open_storage, open_study
+from tritontune.measure.loadgen import LoadMode
+from tritontune.search.operating_point import OperatingPoint
+from tritontune.search.study import (
+    StudyIdentity,
+    default_study_name,
+    open_storage,
+    open_study,
+    read_study,
+)
 
-IDENTITY = {"model": "mlp", "slo_p99_s": 0.05, "load_mode": "concurrency"}
+IDENTITY = StudyIdentity(model="mlp", slo_p99_s=0.05, load_mode=LoadMode.CONCURRENCY)
 
 
 def test_default_name():
@@ -30,13 +40,18 @@ def test_resume_checks_identity(tmp_path: Path):
     with pytest.raises(
         InputError, match=r"created for model 'mlp', p99 SLO 50ms.*not model 'mlp', p99 SLO 20ms"
     ):
-        open_study(url, "s", identity={**IDENTITY, "slo_p99_s": 0.02}, sampler=sampler)
+        open_study(url, "s", identity=replace(IDENTITY, slo_p99_s=0.02), sampler=sampler)
     with pytest.raises(InputError, match="not model 'resnet'"):
-        open_study(url, "s", identity={**IDENTITY, "model": "resnet"}, sampler=sampler)
+        open_study(url, "s", identity=replace(IDENTITY, model="resnet"), sampler=sampler)
 
 
 def test_interrupted_trials_do_not_count(tmp_path: Path):
-    study = optuna.create_study(direction="maximize")
+    study, _ = open_study(
+        optuna.storages.InMemoryStorage(),
+        "s",
+        identity=IDENTITY,
+        sampler=optuna.samplers.RandomSampler(),
+    )
     done = study.ask()
     study.tell(done, 1.0)
     cut = study.ask()
@@ -44,4 +59,44 @@ def test_interrupted_trials_do_not_count(tmp_path: Path):
     study.tell(cut, state=optuna.trial.TrialState.FAIL)
     broken = study.ask()
     study.tell(broken, state=optuna.trial.TrialState.FAIL)
-    assert [is_counted(t) for t in study.trials] == [True, False, True]
+    assert [t.counted for t in read_study(study).trials] == [True, False, True]
+
+
+def test_best_point_states_the_confirmed_figure_only_when_it_held(example_repository: Path):
+    held = point(5200, 0.04, load=64)
+    record = read_study(make_study(example_repository, [3000, 6000, 4000], confirmed=held))
+    best = record.best_point()
+    assert best is not None and best.result.throughput == 6000
+    assert best.confirmed and best.point == OperatingPoint.from_dict(held.to_dict())  # as stored
+    assert record.gain(best.point.throughput) == pytest.approx(5200 / 1000 - 1)
+
+    missed = point(5000, 0.07, load=64, feasible=False)
+    record = read_study(make_study(example_repository, [3000, 6000], confirmed=missed))
+    best = record.best_point()
+    assert not best.confirmed and best.point == best.result.operating_point  # the screening one
+
+
+def test_no_gain_without_a_feasible_baseline(example_repository: Path):
+    record = read_study(
+        make_study(example_repository, [3000], baseline=point(900, 0.09, feasible=False))
+    )
+    assert record.gain(3000) is None
+
+
+def test_a_study_written_by_an_older_version_reads_with_defaults():
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), direction="maximize")
+    for key, value in {"model": "mlp", "slo_p99_s": 0.05, "load_mode": "rate"}.items():
+        study.set_user_attr(key, value)  # as tritontune 0.1 wrote them: no context, no space
+    trial = study.ask()
+    trial.set_user_attr("point", {"max_batch_size": 8})
+    study.tell(trial, 10.0)
+    record = read_study(study)
+    assert record.identity.load_mode is LoadMode.RATE
+    assert record.context.workload.batch_size == 1 and record.context.server_version == "unknown"
+    assert record.trials[0].params == {"max_batch_size": 8} and record.trials[0].counted
+
+
+def test_a_study_not_made_by_tritontune_is_refused():
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name="other")
+    with pytest.raises(InputError, match="study 'other' was not made by tritontune search"):
+        read_study(study)

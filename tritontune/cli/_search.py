@@ -38,6 +38,7 @@ from tritontune.cli._common import (
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
+from tritontune.measure.loadgen import LoadMode
 from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
@@ -60,6 +61,9 @@ from tritontune.units import (
     format_duration,
     parse_duration,
 )
+
+#: ``--load``: the words users type, and the load mode each means.
+LOAD_CHOICES = {"concurrency": LoadMode.CONCURRENCY, "poisson": LoadMode.RATE}
 
 
 @app.command()
@@ -104,13 +108,13 @@ def search(
         slo = parse_duration(slo_p99, what="--slo-p99", unit="ms")
         if slo <= 0:
             raise InputError("--slo-p99: must be above 0, e.g. 50ms")
-        if load not in ("concurrency", "poisson"):
-            raise InputError(f"--load: {load!r} is not one of concurrency, poisson")
+        if load not in LOAD_CHOICES:
+            raise InputError(f"--load: {load!r} is not one of {', '.join(LOAD_CHOICES)}")
         settings = SearchSettings(
             slo_p99_s=slo,
             trials=trials if trials is not None else (None if timeout else 20),
             timeout_s=parse_duration(timeout, what="--timeout") if timeout else None,
-            load=load,  # type: ignore[arg-type]
+            load_mode=LOAD_CHOICES[load],
             seed=seed,
             storage=storage,
             study_name=study,
@@ -152,12 +156,12 @@ def search(
         out = results or Path(f"{outcome.study_name}.results.json")
         out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
         console.print(f"results: {out}", highlight=False)
-        finished = load_existing_study(storage, outcome.study_name)
         if report:
+            finished = load_existing_study(storage, outcome.study_name)
             data = write_report(finished, report, **plan_options)
             console.print(f"report: {report}", highlight=False)
         else:
-            data = collect(finished, **plan_options)
+            data = collect(outcome.study, **plan_options)
         if data.capacity:
             console.print("capacity plan:", highlight=False)
             for line in data.capacity.lines():
@@ -170,6 +174,10 @@ def search(
             raise typer.Exit(1)
 
 
+def _load_unit(mode: LoadMode) -> str:
+    return "concurrency" if mode == LoadMode.CONCURRENCY else "req/s"
+
+
 def _point_text(point: dict) -> str:
     return " ".join(
         f"{k}={format_duration(v / 1e6) if k == 'max_queue_delay' else v}" for k, v in point.items()
@@ -177,7 +185,7 @@ def _point_text(point: dict) -> str:
 
 
 def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSettings) -> SearchResult:
-    unit = "concurrency" if settings.load_mode == "concurrency" else "req/s"
+    unit = _load_unit(settings.load_mode)
     with progress_bar(BarColumn(), TextColumn("{task.fields[status]}")) as bar:
         task = bar.add_task("baseline", total=settings.trials, status="")
         measured = []
@@ -272,7 +280,7 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         )
     if outcome.stop_reason:
         console.print(f"stopped before the trial budget: {outcome.stop_reason}", highlight=False)
-    unit = "concurrency" if outcome.load_mode == "concurrency" else "req/s"
+    unit = _load_unit(outcome.load_mode)
     if outcome.best and outcome.confirmed:
         confirmed = outcome.confirmed
         if confirmed.feasible:

@@ -9,18 +9,12 @@ the study's trials and attributes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-import optuna
-
+from tritontune.measure.loadgen import LoadMode
 from tritontune.report.capacity import DEFAULT_HEADROOM, CapacityPlan, plan_capacity
 from tritontune.search.operating_point import LevelResult, OperatingPoint
-from tritontune.search.study import (
-    TrialResult,
-    baseline_of,
-    confirmed_of,
-    failed_results,
-    finished_results,
-)
+from tritontune.search.study import StudyRecord, TrialResult, gain_over_baseline
 
 #: p99 over p50 above this means queueing, stragglers or pauses worth a look (background.md).
 TAIL_RATIO_WARNING = 3.0
@@ -45,9 +39,9 @@ class ReportData:
     study_name: str
     model: str
     slo_p99_s: float
-    load_mode: str
+    load_mode: LoadMode
     server_version: str
-    host: dict
+    host: dict[str, Any]
     created: str
     baseline: OperatingPoint | None
     best: TrialResult | None
@@ -60,26 +54,18 @@ class ReportData:
     warnings: list[str] = field(default_factory=list)
     trials: int = 0
 
+    best_point: OperatingPoint | None = None
+    """What the report states for the best config (:meth:`StudyRecord.best_point`): the
+    confirmed point when the confirmation held."""
+
     def improvement(self, result: TrialResult) -> float | None:
-        base = self.baseline
-        if base is None or not base.feasible or base.throughput <= 0:
-            return None
-        return result.throughput / base.throughput - 1
+        return gain_over_baseline(self.baseline, result.throughput)
 
     @property
     def best_improvement(self) -> float | None:
         """The best config's gain over the baseline, from the figure the report states for it."""
-        point, base = self.best_point, self.baseline
-        if point is None or base is None or not base.feasible or base.throughput <= 0:
-            return None
-        return point.throughput / base.throughput - 1
-
-    @property
-    def best_point(self) -> OperatingPoint | None:
-        """What the report states for the best config: the confirmed point when there is one."""
-        if self.confirmed is not None and self.confirmed.feasible:
-            return self.confirmed
-        return self.best.operating_point if self.best else None
+        point = self.best_point
+        return None if point is None else gain_over_baseline(self.baseline, point.throughput)
 
     def to_dict(self) -> dict:
         """The report's figures as JSON (embedded in the HTML for machines and tests)."""
@@ -87,7 +73,7 @@ class ReportData:
             "study": self.study_name,
             "model": self.model,
             "slo_p99_ms": self.slo_p99_s * 1e3,
-            "load_mode": self.load_mode,
+            "load_mode": self.load_mode.value,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_trial": self.best.number if self.best else None,
             "confirmed": self.confirmed.to_dict() if self.confirmed else None,
@@ -196,36 +182,35 @@ def _warnings(
 
 
 def collect(
-    study: optuna.Study,
+    study: StudyRecord,
     *,
     top: int = 10,
     headroom: float = DEFAULT_HEADROOM,
     peak: float | None = None,
 ) -> ReportData:
-    """Everything a report of ``study`` shows."""
-    attrs = study.user_attrs
-    results = finished_results(study)
-    feasible = [r for r in results if r.feasible]
-    best = feasible[0] if feasible else None
-    confirmed = confirmed_of(study, best.number) if best else None
-    baseline = baseline_of(study)
+    """Everything a report of ``study`` shows (read it with :func:`read_study`)."""
+    results = study.results
+    best = study.best
+    best_point = study.best_point()
+    baseline = study.baseline
     data = ReportData(
-        study_name=study.study_name,
-        model=str(attrs.get("model", "?")),
-        slo_p99_s=float(attrs.get("slo_p99_s", 0.0)),
-        load_mode=str(attrs.get("load_mode", "concurrency")),
-        server_version=str(attrs.get("server_version", "unknown")),
-        host=dict(attrs.get("host", {})),
-        created=str(attrs.get("created", "")),
+        study_name=study.name,
+        model=study.identity.model,
+        slo_p99_s=study.identity.slo_p99_s,
+        load_mode=study.identity.load_mode,
+        server_version=study.context.server_version,
+        host=study.context.host,
+        created=study.created,
         baseline=baseline,
         best=best,
-        confirmed=confirmed,
-        top=feasible[:top],
-        failed=failed_results(study),
+        confirmed=study.confirmed_point(best.number) if best else None,
+        top=study.feasible[:top],
+        failed=study.failed,
         points=_points(baseline, results),
         capacity=None,
-        precisions=attrs.get("precisions"),
+        precisions=study.precisions or None,
         trials=len(results),
+        best_point=best_point.point if best_point else None,
     )
     point = data.best_point
     data.capacity = plan_capacity(point, headroom=headroom, peak=peak) if point else None

@@ -21,6 +21,7 @@ from tritontune.config.variant import knobs_summary
 from tritontune.precision.accuracy import AccuracyFigures
 from tritontune.report.data import ReportData, collect, p95_at
 from tritontune.search.operating_point import OperatingPoint
+from tritontune.search.study import read_study
 from tritontune.units import format_duration
 
 _ENV = jinja2.Environment(
@@ -161,6 +162,6 @@ def render_report(data: ReportData, study: optuna.Study) -> str:
 
 def write_report(study: optuna.Study, path: Path, **options) -> ReportData:
     """Collect ``study``'s figures (see :func:`collect`) and write the HTML report to ``path``."""
-    data = collect(study, **options)
+    data = collect(read_study(study), **options)
     Path(path).write_text(render_report(data, study), encoding="utf-8")
     return data

@@ -84,7 +84,7 @@ class OperatingPoint:
     def to_dict(self) -> dict:
         return {
             "slo_p99_ms": self.slo_p99_s * 1e3,
-            "load_mode": self.load_mode,
+            "load_mode": LoadMode(self.load_mode).value,
             "feasible": self.feasible,
             "load": self.load,
             "throughput": round(self.throughput, 3),
@@ -116,7 +116,7 @@ class OperatingPoint:
         ]
         return cls(
             slo_p99_s=data["slo_p99_ms"] / 1e3,
-            load_mode=data["load_mode"],
+            load_mode=LoadMode(data["load_mode"]),
             feasible=data["feasible"],
             load=data["load"],
             throughput=data["throughput"],

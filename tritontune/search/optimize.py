@@ -9,6 +9,12 @@ recorded as failed with the reason, the server is restarted when it died, and th
 
 Ctrl-C marks the trial in flight as interrupted and queues its point again, so running the same
 command resumes with no finished trial lost or repeated.
+
+The loop has Optuna's own shape (``optuna/study/_optimize.py``): a :class:`Budget` says when to
+stop, :func:`_run_trial` asks, measures and tells, and every read and write of the study goes
+through :mod:`tritontune.search.study`. A server that dies under a config is restarted and the
+config measured once more: only a config that brings the server down twice fails its trial, so
+the sampler does not learn from a fault that was not the config's.
 """
 
 from __future__ import annotations
@@ -20,24 +26,17 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import optuna
-from optuna.trial import TrialState
 
 from tritontune import __version__
 from tritontune.config.model_config import config_to_text
-from tritontune.config.variant import FP32, Variant, describe_config
-from tritontune.errors import (
-    ConfigError,
-    InputError,
-    ModelLoadError,
-    ServerDiedError,
-    ServerError,
-)
+from tritontune.config.variant import Precision, Variant, describe_config
+from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
 from tritontune.hostinfo import describe_host
-from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.loadgen import LoadMode, LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.search.operating_point import (
     OperatingPoint,
@@ -47,19 +46,30 @@ from tritontune.search.operating_point import (
 from tritontune.search.space import Choice, SearchSpace, default_space, load_space_file
 from tritontune.search.study import (
     DEFAULT_STORAGE,
+    RecordedWorkload,
+    StudyContext,
+    StudyIdentity,
+    StudyRecord,
     TrialResult,
-    baseline_of,
-    confirmed_of,
-    default_study_name,
-    failed_results,
-    finished_results,
-    is_counted,
+    counted_trials,
+    ensure_context,
     open_study,
-    trial_result,
+    point_key,
+    read_study,
+    read_trial,
+    recorded_space,
+    save_baseline,
+    save_config,
+    save_confirmed,
+    save_point,
+    save_precisions,
+    save_space,
+    tell_copy,
+    tell_failed,
+    tell_interrupted,
+    tell_measured,
 )
 from tritontune.session import TuningSession
-
-LoadChoice = Literal["concurrency", "poisson"]
 
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
 #: the minimum of replies per window still hold.
@@ -69,6 +79,11 @@ CONFIRM_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_request
 
 #: Re-proposals of known points in a row after which the search stops (the space is worn out).
 MAX_REPEATS = 50
+#: A config that brings the server down this many times fails its trial (once may be a fault
+#: of the machine, e.g. the server killed from outside; twice is the config's).
+SERVER_DEATHS_TO_FAIL = 2
+#: How long a server that stopped answering after an error gets to show whether it died.
+FAULT_GRACE_S = 2.0
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -78,9 +93,11 @@ class SearchSettings:
     slo_p99_s: float
     trials: int | None = 20
     timeout_s: float | None = None
-    load: LoadChoice = "concurrency"
+    load_mode: LoadMode = LoadMode.CONCURRENCY
+    """Closed-loop concurrency, or open-loop Poisson arrivals (``--load poisson``)."""
     seed: int | None = None
-    storage: str = DEFAULT_STORAGE
+    storage: str | optuna.storages.BaseStorage = DEFAULT_STORAGE
+    """An Optuna storage URL, or a storage object (tests use ``InMemoryStorage``)."""
     study_name: str | None = None
     measure: MeasureSettings = SEARCH_MEASURE
     max_load: float = 512
@@ -90,8 +107,8 @@ class SearchSettings:
     """Another Optuna sampler (e.g. ``GridSampler`` for an exhaustive baseline); TPE by default."""
 
     @property
-    def load_mode(self) -> str:
-        return "concurrency" if self.load == "concurrency" else "rate"
+    def storage_name(self) -> str:
+        return self.storage if isinstance(self.storage, str) else type(self.storage).__name__
 
 
 @dataclass
@@ -100,7 +117,7 @@ class SearchProgress:
 
     on_baseline_start: Callable[[], None] | None = None
     on_baseline: Callable[[OperatingPoint], None] | None = None
-    on_trial_start: Callable[[int, int | None, dict], None] | None = None
+    on_trial_start: Callable[[int, int | None, dict[str, Any]], None] | None = None
     on_trial_done: Callable[[TrialResult, TrialResult | None, float | None], None] | None = None
     """(this trial, the best so far, ETA in seconds or None)."""
     on_precisions: Callable[[dict[str, PrecisionCheck]], None] | None = None
@@ -108,38 +125,113 @@ class SearchProgress:
 
 
 @dataclass
+class Budget:
+    """When the search stops: the trial budget, the deadline, an exhausted space, or a sampler
+    that keeps proposing configs it already has. Also the ETA, from the trials' durations."""
+
+    trials: int | None
+    deadline: float | None
+    """``time.monotonic()`` after which no trial starts."""
+    space_size: int | None
+    counted: int = 0
+    """Trials that count towards ``trials`` (resumed ones too)."""
+    repeats: int = 0
+    durations: list[float] = field(default_factory=list)
+    stop_reason: str | None = None
+    """Why the search stopped before the budget ran out, once it did."""
+
+    @classmethod
+    def start(cls, settings: SearchSettings, space_size: int | None, counted: int) -> Budget:
+        deadline = time.monotonic() + settings.timeout_s if settings.timeout_s else None
+        return cls(settings.trials, deadline, space_size, counted)
+
+    def spent(self, distinct_configs: int) -> bool:
+        """Whether to stop now (``stop_reason`` says why, when it is not the budget itself)."""
+        if self.trials is not None and self.counted >= self.trials:
+            return True
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return True
+        if self.space_size is not None and distinct_configs >= self.space_size:
+            self.stop_reason = f"every one of the space's {self.space_size} configs was tried"
+            return True
+        if self.repeats >= MAX_REPEATS:
+            self.stop_reason = f"the sampler proposed only known configs {MAX_REPEATS} times in a row"
+            return True
+        return False
+
+    def repeated(self) -> None:
+        self.repeats += 1
+
+    def finished(self, duration_s: float) -> None:
+        self.repeats = 0
+        self.counted += 1
+        self.durations.append(duration_s)
+
+    def eta(self) -> float | None:
+        """Seconds left: the median trial's duration times the trials left, capped by the
+        deadline; None when neither bounds the search."""
+        eta = None
+        if self.trials is not None and self.durations:
+            eta = statistics.median(self.durations) * max(0, self.trials - self.counted)
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - time.monotonic())
+            eta = left if eta is None else min(eta, left)
+        return eta
+
+
+@dataclass
 class SearchResult:
-    study_name: str
+    """A search's outcome: the study as it stands after this run, and what this run did."""
+
+    study: StudyRecord
     storage: str
     resumed: bool
-    slo_p99_s: float
-    load_mode: str
-    space: dict
-    baseline: OperatingPoint | None
-    confirmed: OperatingPoint | None = None
-    """The best config's operating point re-measured with longer windows (see
-    :func:`confirm_operating_point`); ``None`` when nothing met the SLO."""
     stop_reason: str | None = None
     """Why the search stopped before its budget, if it did."""
-    results: list[TrialResult] = field(default_factory=list)
-    failed: list[TrialResult] = field(default_factory=list)
     trials_this_run: int = 0
     restarts: int = 0
-    precisions: dict | None = None
-    """The precision variants checked before the search: accepted or not, with accuracy."""
+
+    @property
+    def study_name(self) -> str:
+        return self.study.name
+
+    @property
+    def slo_p99_s(self) -> float:
+        return self.study.identity.slo_p99_s
+
+    @property
+    def load_mode(self) -> LoadMode:
+        return self.study.identity.load_mode
+
+    @property
+    def baseline(self) -> OperatingPoint | None:
+        return self.study.baseline
+
+    @property
+    def results(self) -> list[TrialResult]:
+        return self.study.results
+
+    @property
+    def failed(self) -> list[TrialResult]:
+        return self.study.failed
 
     @property
     def best(self) -> TrialResult | None:
-        return self.results[0] if self.results and self.results[0].feasible else None
+        return self.study.best
+
+    @property
+    def confirmed(self) -> OperatingPoint | None:
+        """The best config's operating point re-measured with longer windows (see
+        :func:`confirm_operating_point`); ``None`` when nothing met the SLO."""
+        best = self.best
+        return self.study.confirmed_point(best.number) if best else None
 
     def improvement(self, result: TrialResult) -> float | None:
         """Throughput relative to the baseline's (0.25 = 25 % better)."""
-        if self.baseline is None or not self.baseline.feasible or self.baseline.throughput <= 0:
-            return None
-        return result.throughput / self.baseline.throughput - 1
+        return self.study.gain(result.throughput)
 
-    def to_dict(self, top: int = 10) -> dict:
-        def entry(r: TrialResult) -> dict:
+    def to_dict(self, top: int = 10) -> dict[str, Any]:
+        def entry(r: TrialResult) -> dict[str, Any]:
             return {
                 "trial": r.number,
                 "params": r.params,
@@ -150,16 +242,17 @@ class SearchResult:
                 "config_pbtxt": r.config_pbtxt,
             }
 
+        best = self.best
         return {
             "tritontune_version": __version__,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "study": self.study_name,
             "storage": self.storage,
             "slo_p99_ms": self.slo_p99_s * 1e3,
-            "load_mode": self.load_mode,
-            "space": self.space,
+            "load_mode": self.load_mode.value,
+            "space": self.study.space,
             "baseline": self.baseline.to_dict() if self.baseline else None,
-            "best": entry(self.best) if self.best else None,
+            "best": entry(best) if best else None,
             "confirmed": self.confirmed.to_dict() if self.confirmed else None,
             "top": [entry(r) for r in self.results[:top]],
             "failed": [{"trial": r.number, "params": r.params, "error": r.error} for r in self.failed],
@@ -167,19 +260,23 @@ class SearchResult:
             "trials_this_run": self.trials_this_run,
             "stopped_early_because": self.stop_reason,
             "server_restarts": self.restarts,
-            "precisions": self.precisions,
+            "precisions": self.study.precisions or None,
         }
 
 
-def make_sampler(settings: SearchSettings) -> optuna.samplers.TPESampler:
+def make_sampler(settings: SearchSettings) -> optuna.samplers.BaseSampler:
     """TPE with a short random start: a search is budgeted in tens of trials, not hundreds."""
+    if settings.sampler is not None:
+        return settings.sampler
     startup = min(10, max(3, (settings.trials or 30) // 3))
-    return optuna.samplers.TPESampler(
-        seed=settings.seed,
-        n_startup_trials=startup,
-        multivariate=True,
-        group=True,  # batching knobs exist only when batching is on
-    )
+    with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=settings.seed,
+            n_startup_trials=startup,
+            multivariate=True,
+            group=True,  # batching knobs exist only when batching is on
+        )
 
 
 def run_search(
@@ -190,111 +287,136 @@ def run_search(
 ) -> SearchResult:
     """Run (or resume) the search; the session's server must be started."""
     progress = progress or SearchProgress()
-    identity = {
-        "model": session.name,
-        "slo_p99_s": settings.slo_p99_s,
-        "load_mode": settings.load_mode,
-    }
-    name = settings.study_name or default_study_name(
-        session.name, settings.slo_p99_s, settings.load_mode
+    identity = StudyIdentity(session.name, settings.slo_p99_s, settings.load_mode)
+    name = settings.study_name or identity.default_name()
+    study, resumed = open_study(
+        settings.storage, name, identity=identity, sampler=make_sampler(settings)
     )
-    with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
-        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        sampler = settings.sampler or make_sampler(settings)
-    study, resumed = open_study(settings.storage, name, identity=identity, sampler=sampler)
     space = _prepare_precisions(study, session, space, settings, progress)
-    if not resumed:
-        study.set_user_attr("space", space.to_dict())
-    elif study.user_attrs.get("space", space.to_dict()) != space.to_dict():
-        raise InputError(
-            f"study {name!r} in {settings.storage} searched another space "
-            f"({study.user_attrs['space']}); this run's is {space.to_dict()}: "
-            "use the same --space (and --accuracy), or another --study"
-        )
-    _record_context(study, session, settings)
+    _keep_space(study, resumed, space, settings)
+    ensure_context(study, lambda: _context(session, settings))
+    _baseline(study, session, settings, progress)
 
-    baseline = baseline_of(study)
-    if baseline is None:
-        if progress.on_baseline_start:
-            progress.on_baseline_start()
-        baseline = _measure_with_restart(session, Variant(), settings)
-        study.set_user_attr("baseline", baseline.to_dict())
-        study.set_user_attr("baseline_config_pbtxt", config_to_text(session.source.base_config))
-    if progress.on_baseline:
-        progress.on_baseline(baseline)
-
-    known = {_key(t.user_attrs.get("point", {})): t for t in study.trials if is_counted(t)}
-    counted = sum(1 for t in study.trials if is_counted(t))
-    deadline = time.monotonic() + settings.timeout_s if settings.timeout_s else None
-    durations: list[float] = []
-    run_now = 0
+    known = counted_trials(study)
+    budget = Budget.start(settings, space.size(), counted=len(known))
     restarts_before = session.restarts
-
-    repeats = 0
-    size = space.size()
-    stop_reason = None
-    while (settings.trials is None or counted < settings.trials) and (
-        deadline is None or time.monotonic() < deadline
-    ):
-        if size is not None and len(known) >= size:
-            stop_reason = f"every one of the space's {size} configs was tried"
-            break
-        if repeats >= MAX_REPEATS:
-            stop_reason = f"the sampler proposed only known configs {MAX_REPEATS} times in a row"
-            break
-        started = time.monotonic()
+    run_now = 0
+    while not budget.spent(len(known)):
         trial = study.ask()
         point = space.suggest(trial)
-        trial.set_user_attr("point", point)
-        if _key(point) in known:  # TPE re-proposed a finished point: tell it again, don't measure
-            _tell_copy(study, trial, known[_key(point)])
-            repeats += 1
+        save_point(trial, point)
+        twin = known.get(point_key(point))
+        if twin is not None:  # TPE re-proposed a finished config: tell it again, don't measure
+            tell_copy(study, trial, twin)
+            budget.repeated()
             continue
-        repeats = 0
+        started = time.monotonic()
+        if progress.on_trial_start:
+            progress.on_trial_start(budget.counted + 1, settings.trials, point)
         try:
-            if progress.on_trial_start:
-                progress.on_trial_start(counted + 1, settings.trials, point)
             _run_trial(study, trial, point, session, space, settings)
         except KeyboardInterrupt:
-            trial.set_user_attr("interrupted", True)
-            study.tell(trial, state=TrialState.FAIL)
-            study.enqueue_trial(trial.params)  # measured first when the search resumes
+            tell_interrupted(study, trial)
             raise
-        frozen = study.trials[trial.number]
-        known[_key(point)] = frozen
-        counted += 1
+        known[point_key(point)] = study.get_trials(deepcopy=False)[trial.number]
+        budget.finished(time.monotonic() - started)
         run_now += 1
-        durations.append(time.monotonic() - started)
         if progress.on_trial_done:
-            remaining = (settings.trials - counted) if settings.trials else None
-            eta = statistics.median(durations) * remaining if remaining is not None else None
-            if deadline is not None:
-                left = max(0.0, deadline - time.monotonic())
-                eta = left if eta is None else min(eta, left)
-            best = finished_results(study)
-            progress.on_trial_done(
-                trial_result(frozen, study.user_attrs.get("precisions")),
-                best[0] if best and best[0].feasible else None,
-                eta,
-            )
+            progress.on_trial_done(read_trial(study, trial.number), read_study(study).best, budget.eta())
 
-    confirmed = _confirm_best(study, session, space, settings)
+    _confirm_best(study, session, space)
     return SearchResult(
-        confirmed=confirmed,
-        stop_reason=stop_reason,
-        study_name=name,
-        storage=settings.storage,
+        study=read_study(study),
+        storage=settings.storage_name,
         resumed=resumed,
-        slo_p99_s=settings.slo_p99_s,
-        load_mode=settings.load_mode,
-        space=study.user_attrs.get("space", space.to_dict()),
-        baseline=baseline,
-        results=finished_results(study),
-        failed=failed_results(study),
+        stop_reason=budget.stop_reason,
         trials_this_run=run_now,
         restarts=session.restarts - restarts_before,
-        precisions=study.user_attrs.get("precisions"),
     )
+
+
+def _run_trial(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    point: dict[str, Any],
+    session: TuningSession,
+    space: SearchSpace,
+    settings: SearchSettings,
+) -> None:
+    """Measure one proposed config and tell the study: its operating point, or why it failed."""
+    try:
+        variant = space.to_variant(point)
+        config = session.build_config(variant)
+    except ConfigError as err:
+        tell_failed(study, trial, str(err))
+        return
+    save_config(trial, describe_config(config), config_to_text(config))
+    try:
+        op, deaths = _measure_config(session, variant, settings)
+    except _ConfigFailed as failed:
+        tell_failed(study, trial, failed.reason, server_restarts=failed.server_deaths)
+        return
+    tell_measured(study, trial, op, switch_s=session.last_switch_s, server_restarts=deaths)
+
+
+class _ConfigFailed(Exception):
+    """A config that could not be measured, for a reason that is the config's own."""
+
+    def __init__(self, reason: str, server_deaths: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.server_deaths = server_deaths
+
+
+def _measure_config(
+    session: TuningSession, variant: Variant, settings: SearchSettings
+) -> tuple[OperatingPoint, int]:
+    """The config's operating point and how often the server died on the way.
+
+    Faults are blamed on their cause: Triton refusing the config (or failing its requests) is
+    the config's; a server that died is restarted and the config measured again, and only a
+    second death is the config's, with Triton's last log lines as the reason.
+    """
+    deaths = 0
+    while True:
+        try:
+            return measure_operating_point(session, variant, settings), deaths
+        except ServerError as err:
+            died = _server_fault(session, err)
+            if died is None:
+                raise _ConfigFailed(str(err), deaths) from None
+            deaths += 1
+            session.restart(reload=False)
+            if deaths >= SERVER_DEATHS_TO_FAIL:
+                tail = _last_lines(died.log_tail)
+                raise _ConfigFailed(
+                    f"brought the server down {deaths} times: {died}"
+                    + (f"; last log lines: {tail}" if tail else ""),
+                    deaths,
+                ) from None
+
+
+def _server_fault(session: TuningSession, err: ServerError) -> ServerDiedError | None:
+    """The server's death behind ``err``, or None when the server is fine (then ``err`` is the
+    config's). A killed server can close its sockets a moment before its process is gone, so a
+    server that doesn't answer gets :data:`FAULT_GRACE_S` to show which it is."""
+    if isinstance(err, ServerDiedError):
+        return err
+    deadline = time.monotonic() + FAULT_GRACE_S
+    while True:
+        try:
+            session.launcher.check_alive()
+        except ServerDiedError as died:
+            return died
+        if session.server_ready():
+            return None
+        if time.monotonic() >= deadline:
+            return ServerDiedError(f"the server stopped answering ({err})", session.launcher.log_tail())
+        time.sleep(0.1)
+
+
+def _last_lines(log_tail: str, lines: int = 3) -> str:
+    return " | ".join(line.strip() for line in log_tail.strip().splitlines()[-lines:])
 
 
 def space_for_session(
@@ -324,14 +446,14 @@ def _prepare_precisions(
     """Build and accuracy-check the space's precision variants before any trial: a rejected one
     leaves the space (never measured), and every check is kept in the study for the results."""
     dimension = space.dimensions.get("precision")
-    if not isinstance(dimension, Choice) or dimension.values == (FP32,):
+    if not isinstance(dimension, Choice) or dimension.values == (Precision.FP32,):
         return space
-    wanted = list(dimension.values)
+    wanted = [str(p) for p in dimension.values]
     checks = session.prepare_precisions(wanted, tolerance_overrides=settings.accuracy_overrides)
-    study.set_user_attr("precisions", {p: check.to_dict() for p, check in checks.items()})
+    save_precisions(study, {p: check.to_dict() for p, check in checks.items()})
     if progress.on_precisions:
         progress.on_precisions(checks)
-    accepted = tuple(p for p in wanted if checks[p].accepted)
+    accepted = tuple(p for p in dimension.values if checks[str(p)].accepted)
     if not accepted:
         raise InputError(
             "no precision of the space passed its accuracy check: "
@@ -340,98 +462,75 @@ def _prepare_precisions(
     return space.replace("precision", Choice(accepted))
 
 
-def _record_context(study: optuna.Study, session: TuningSession, settings: SearchSettings) -> None:
-    """What ``export`` and ``check`` need to reproduce a result: where the model is, what each
-    request carried, which server and machine measured it. Kept from the study's first run, and
-    computed only when missing (hashing a large model on every resume would be wasted)."""
+def _keep_space(
+    study: optuna.Study, resumed: bool, space: SearchSpace, settings: SearchSettings
+) -> None:
+    """A new study keeps its space; a resumed one must search the same space."""
+    recorded = recorded_space(study)
+    if not resumed or recorded is None:
+        save_space(study, space.to_dict())
+    elif recorded != space.to_dict():
+        raise InputError(
+            f"study {study.study_name!r} in {settings.storage_name} searched another space "
+            f"({recorded}); this run's is {space.to_dict()}: "
+            "use the same --space (and --accuracy), or another --study"
+        )
+
+
+def _context(session: TuningSession, settings: SearchSettings) -> StudyContext:
     source = session.source
-    context: dict[str, Callable[[], object]] = {
-        "model_repository": lambda: str(source.directory.parent.resolve()),
-        "model_version": lambda: source.version,
-        "model_files": source.file_digests,  # hashed only for a new study: models can be large
-        "workload": lambda: {
-            "batch_size": session.workload.batch_size,
-            "dynamic_dim": session.workload.dynamic_dim,
-            "input_data": str(session.workload.input_data) if session.workload.input_data else None,
-        },
-        "server_version": lambda: session.info.version,
-        "launch": lambda: session.info.launch,
-        "served_via_python_backend": lambda: bool(session.served and session.served.via_python),
-        "host": lambda: describe_host().to_dict(),
-        "measure": lambda: asdict(settings.measure),
-    }
-    for key, value in context.items():
-        if key not in study.user_attrs:
-            study.set_user_attr(key, value())
+    workload = session.workload
+    return StudyContext(
+        model_repository=str(source.directory.parent.resolve()),
+        model_version=source.version,
+        model_files=source.file_digests(),
+        workload=RecordedWorkload(
+            batch_size=workload.batch_size,
+            dynamic_dim=workload.dynamic_dim,
+            input_data=str(workload.input_data) if workload.input_data else None,
+        ),
+        server_version=session.info.version,
+        launch=session.info.launch,
+        served_via_python_backend=bool(session.served and session.served.via_python),
+        host=describe_host().to_dict(),
+        measure=asdict(settings.measure),
+    )
 
 
-def _confirm_best(study, session, space, settings) -> OperatingPoint | None:
+def _baseline(
+    study: optuna.Study, session: TuningSession, settings: SearchSettings, progress: SearchProgress
+) -> OperatingPoint:
+    """The model's own config, measured once per study (a resumed search reuses it)."""
+    baseline = read_study(study).baseline
+    if baseline is None:
+        if progress.on_baseline_start:
+            progress.on_baseline_start()
+        try:
+            baseline, _ = _measure_config(session, Variant(), settings)
+        except _ConfigFailed as failed:
+            raise ServerError(f"the model's own config could not be measured: {failed}") from None
+        save_baseline(study, baseline, config_to_text(session.source.base_config))
+    if progress.on_baseline:
+        progress.on_baseline(baseline)
+    return baseline
+
+
+def _confirm_best(study: optuna.Study, session: TuningSession, space: SearchSpace) -> None:
     """Confirm the best trial's operating point once (kept in the study, so a resumed search
     that finds no better config reuses it)."""
-    results = finished_results(study)
-    if not results or not results[0].feasible:
-        return None
-    best = results[0]
-    recorded = confirmed_of(study, best.number)
-    if recorded is not None:
-        return recorded
-    assert best.operating_point is not None
+    record = read_study(study)
+    best = record.best
+    if best is None or best.operating_point is None or record.confirmed_point(best.number):
+        return
     try:
         session.load_variant(space.to_variant(best.params))
         confirmed = confirm_operating_point(
             lambda spec: session.measure(spec, CONFIRM_MEASURE), best.operating_point
         )
     except ServerDiedError:
-        session.restart()
-        return None
-    study.set_user_attr("confirmed", {"trial": best.number, "operating_point": confirmed.to_dict()})
-    return confirmed
-
-
-def _key(point: dict) -> tuple:
-    return tuple(sorted(point.items()))
-
-
-def _tell_copy(study: optuna.Study, trial: optuna.Trial, twin) -> None:
-    """Tell ``trial`` the result of the finished trial ``twin`` with the same point."""
-    for key, value in twin.user_attrs.items():
-        if key != "point":
-            trial.set_user_attr(key, value)
-    trial.set_user_attr("duplicate_of", twin.number)
-    if twin.state == TrialState.COMPLETE:
-        for key, value in twin.constraints.items():
-            trial.set_constraint(key, value)
-        study.tell(trial, twin.value)
-    else:
-        study.tell(trial, state=TrialState.FAIL)
-
-
-def _run_trial(study, trial, point, session, space, settings) -> None:
-    """Measure one point and tell the study; failures are told as FAIL with the reason."""
-    try:
-        variant = space.to_variant(point)
-        config = session.build_config(variant)
-        trial.set_user_attr("knobs", describe_config(config))
-        trial.set_user_attr("config_pbtxt", config_to_text(config))
-        op = measure_operating_point(session, variant, settings)
-    except (ConfigError, ModelLoadError, ServerError) as err:
-        trial.set_user_attr("error", str(err))
-        if isinstance(err, ServerDiedError) or not _alive(session):
-            session.restart()
-        study.tell(trial, state=TrialState.FAIL)
+        session.restart(reload=False)
         return
-    trial.set_user_attr("operating_point", op.to_dict())
-    trial.set_user_attr("switch_s", session.last_switch_s)
-    trial.set_constraint("p99_over_slo_s", op.slo_excess_s)
-    study.tell(trial, op.throughput)
-
-
-def _alive(session: TuningSession) -> bool:
-    try:
-        session.launcher.check_alive()
-    except ServerDiedError:
-        return False
-    return True
+    save_confirmed(study, best.number, confirmed)
 
 
 def measure_operating_point(
@@ -440,40 +539,18 @@ def measure_operating_point(
     """Load ``variant`` and find its operating point, exactly as a search trial does."""
     session.load_variant(variant)
 
-    def measure(spec: LoadSpec):
+    def measure(spec: LoadSpec) -> Measurement:
         return session.measure(spec, settings.measure)
 
     start = 1.0
-    if settings.load_mode == "rate":
+    if settings.load_mode == LoadMode.RATE:
         # Open loop needs a first rate: half of what one request at a time achieves.
         unloaded = session.measure(LoadSpec.concurrency(1), settings.measure)
         start = max(1.0, 0.5 * unloaded.request_rate)
     return find_operating_point(
         measure,
         settings.slo_p99_s,
-        load_mode=settings.load_mode,  # type: ignore[arg-type]
+        load_mode=settings.load_mode,
         start=start,
-        max_load=settings.max_load if settings.load_mode == "concurrency" else start * 256,
+        max_load=settings.max_load if settings.load_mode == LoadMode.CONCURRENCY else start * 256,
     )
-
-
-def _measure_with_restart(
-    session: TuningSession, variant: Variant, settings: SearchSettings
-) -> OperatingPoint:
-    try:
-        return measure_operating_point(session, variant, settings)
-    except ServerDiedError:
-        session.restart()
-        return measure_operating_point(session, variant, settings)
-
-
-__all__ = [
-    "SEARCH_MEASURE",
-    "SearchProgress",
-    "SearchResult",
-    "SearchSettings",
-    "make_sampler",
-    "measure_operating_point",
-    "run_search",
-    "space_for_session",
-]

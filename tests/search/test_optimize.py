@@ -1,0 +1,222 @@
+"""The search loop (ask, measure, tell), driven through a fake session on a modelled server.
+
+The thing under test is the loop: the budget, re-proposals, what a failure is blamed on, Ctrl-C
+and what reaches the study. The measurement is a queueing model (see test_operating_point) whose
+capacity grows with the config's ``max_batch_size``; configs and the study are real (the example
+model's config built by tritontune's own variant code, an in-memory Optuna study).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tritontune.config.model_config import ModelConfig
+from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.config.validate import TargetCapabilities
+from tritontune.config.variant import Variant, apply_variant
+from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.search.optimize import Budget, SearchSettings, run_search
+from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.study import read_study
+from tritontune.server.launcher import ServerInfo
+from tritontune.session import Workload
+
+from .test_operating_point import measurement
+
+SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((4, 8, 16)),
+        "dynamic_batching": Choice((True,)),
+        "max_queue_delay": Choice((100,)),
+        "preferred_batch_size": Choice(("none",)),
+        "instance_count": Choice((1, 2)),
+    }
+)
+
+
+class FakeLauncher:
+    owns_server = True
+
+    def __init__(self) -> None:
+        self.dead = False
+
+    def check_alive(self) -> None:
+        if self.dead:
+            raise ServerDiedError("tritonserver died (exit code -9)", "line 1\nline 2\nSegfault\n")
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "Segfault\n"
+
+
+class FakeSession:
+    """Just what the search uses of a session, on a modelled server.
+
+    ``kill`` maps a max_batch_size to how many times the server dies while measuring that config
+    (as if killed from outside, or crashed by it); ``refuse`` is a max_batch_size Triton refuses.
+    """
+
+    def __init__(self, source: ModelSource, kill: dict[int, int] | None = None, refuse=None):
+        self.source = source
+        self.name = source.name
+        self.workload = Workload()
+        self.info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TargetCapabilities(), "local")
+        self.launcher = FakeLauncher()
+        self.served = None
+        self.batch_dim_dynamic = True
+        self.last_switch_s: float | None = None
+        self.restarts = 0
+        self.kill = dict(kill or {})
+        self.refuse = refuse
+        self.loaded: ModelConfig | None = None
+        self.measured: list[int] = []
+        self.loads: list[int] = []
+        self.interrupt_after: int | None = None
+
+    def build_config(self, variant: Variant) -> ModelConfig:
+        return apply_variant(self.source.base_config, variant)
+
+    def load_variant(self, variant: Variant) -> ModelConfig:
+        if self.launcher.dead:
+            raise ServerDiedError("not running")
+        config = self.build_config(variant)
+        if self.refuse is not None and config.max_batch_size == self.refuse:
+            raise ModelLoadError("failed to load 'mlp': refused")
+        self.loaded, self.last_switch_s = config, 0.01
+        self.loads.append(config.max_batch_size)
+        return config
+
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
+        assert self.loaded is not None
+        batch = self.loaded.max_batch_size or 1
+        if self.kill.get(batch, 0) > 0:
+            self.kill[batch] -= 1
+            self.launcher.dead = True
+            raise ServerError("inference failed: Socket closed")  # the death shows up later
+        self.measured.append(batch)
+        if self.interrupt_after is not None and len(self.measured) > self.interrupt_after:
+            raise KeyboardInterrupt
+        capacity = 1000.0 * batch
+        throughput = min(load.value / 0.002, capacity)
+        return measurement(load, throughput, p99=1.5 * load.value / throughput)
+
+    def restart(self, *, reload: bool = True) -> None:
+        self.restarts += 1
+        self.launcher.dead = False
+        self.loaded = None
+
+    def server_ready(self) -> bool:
+        return not self.launcher.dead
+
+
+@pytest.fixture
+def source(example_repository: Path) -> ModelSource:
+    return load_model_source(example_repository, "mlp")
+
+
+def settings(**overrides) -> SearchSettings:
+    values = dict(
+        slo_p99_s=0.05,
+        trials=4,
+        seed=3,
+        storage=optuna.storages.InMemoryStorage(),
+        study_name="s",
+        sampler=optuna.samplers.RandomSampler(seed=3),
+    )
+    values.update(overrides)
+    return SearchSettings(**values)
+
+
+def test_search_records_typed_results_and_picks_the_highest_throughput(source):
+    session = FakeSession(source)
+    result = run_search(session, SPACE, settings(trials=10))  # more than the space has
+    record = result.study
+    assert len(record.results) == 6 and not record.failed
+    assert record.best is not None and record.best.knobs["max_batch_size"] == 16
+    assert record.baseline is not None and record.baseline.feasible
+    assert record.confirmed is not None and record.confirmed.trial == record.best.number
+    assert result.improvement(record.best) == pytest.approx(
+        record.best.throughput / record.baseline.throughput - 1
+    )
+    assert record.context.server_version == "2.51.0"
+    assert record.context.model_files  # hashed for a new study
+    assert result.stop_reason == "every one of the space's 6 configs was tried"
+
+
+def test_a_server_death_is_measured_again_not_blamed_on_the_config(source):
+    session = FakeSession(source, kill={8: 1})
+    record = run_search(session, SPACE, settings(trials=6)).study
+    eight = [t for t in record.results if t.knobs["max_batch_size"] == 8]
+    assert len(eight) == 2 and not record.failed  # both batch-8 configs completed
+    assert sorted(t.server_restarts for t in eight) == [0, 1]
+    assert session.restarts == 1
+
+
+def test_a_config_that_brings_the_server_down_twice_fails_with_the_log(source):
+    session = FakeSession(source, kill={16: 2})
+    record = run_search(session, SPACE, settings(trials=6)).study
+    (failed,) = [t for t in record.failed if t.knobs.get("max_batch_size") == 16]
+    assert failed.error.startswith("brought the server down 2 times: tritonserver died")
+    assert "Segfault" in failed.error and failed.server_restarts == 2
+    assert len(record.results) == 5  # the search went on after it
+
+
+def test_a_refused_config_fails_without_a_restart(source):
+    session = FakeSession(source, refuse=4)
+    record = run_search(session, SPACE, settings(trials=6)).study
+    assert {t.knobs["max_batch_size"] for t in record.failed} == {4}
+    assert all("refused" in t.error for t in record.failed)
+    assert session.restarts == 0
+
+
+def test_reproposals_are_told_again_not_measured(source):
+    space = SearchSpace({**SPACE.dimensions, "instance_count": Choice((1,))})
+    session = FakeSession(source)
+    result = run_search(session, space, settings(trials=10, sampler=optuna.samplers.RandomSampler(0)))
+    record = result.study
+    counted = [t for t in record.trials if t.counted]
+    copies = [t for t in record.trials if t.duplicate_of is not None]
+    assert len(counted) == 3  # the space has 3 configs
+    assert len(session.loads) == 1 + 3 + 1  # the baseline, each config once, the confirmation
+    for copy in copies:
+        twin = record.trials[copy.duplicate_of]
+        assert copy.params == twin.params and copy.throughput == twin.throughput
+    assert result.stop_reason == "every one of the space's 3 configs was tried"
+
+
+def test_ctrl_c_marks_the_trial_interrupted_and_the_resume_measures_it_first(source):
+    storage = optuna.storages.InMemoryStorage()
+    session = FakeSession(source)
+    session.interrupt_after = 12  # the baseline and a trial or two, then Ctrl-C mid-trial
+    with pytest.raises(KeyboardInterrupt):
+        run_search(session, SPACE, settings(storage=storage, trials=3))
+    record = read_study(optuna.load_study(study_name="s", storage=storage))
+    (cut,) = [t for t in record.trials if t.interrupted]
+    assert not cut.counted
+    session.interrupt_after = None
+    resumed = run_search(session, SPACE, settings(storage=storage, trials=3))
+    assert resumed.resumed
+    first_new = [t for t in resumed.study.trials if t.number > cut.number][0]
+    assert first_new.params == cut.params and first_new.counted
+    assert len(resumed.study.results) == 3
+
+
+def test_budget_stops_on_trials_deadline_and_repeats():
+    budget = Budget(trials=2, deadline=None, space_size=None)
+    assert not budget.spent(0)
+    budget.finished(1.0)
+    assert budget.eta() == pytest.approx(1.0)
+    budget.finished(3.0)
+    assert budget.spent(2) and budget.stop_reason is None
+    late = Budget(trials=None, deadline=time.monotonic() - 1, space_size=None)
+    assert late.spent(0) and late.stop_reason is None and late.eta() == 0.0
+    stuck = Budget(trials=None, deadline=None, space_size=None)
+    for _ in range(50):
+        stuck.repeated()
+    assert stuck.spent(0) and "proposed only known configs 50 times" in stuck.stop_reason
+    assert stuck.eta() is None
