@@ -1,5 +1,8 @@
 """Real searches on the example model against the real bundled tritonserver (small budgets)."""
 
+import os
+import signal
+import threading
 from pathlib import Path
 
 import optuna
@@ -145,3 +148,23 @@ def test_poisson_search_finds_an_arrival_rate(session, tmp_path: Path):
     # open loop: what got done is close to what was offered at the operating point
     assert op.throughput >= 0.9 * op.load
     assert any(not level.meets_slo for level in op.levels) or op.load >= 256
+
+
+def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path: Path):
+    """The server is SIGKILLed while a trial switches to its config: the server is restarted and
+    the same config measured again, so the trial completes (Optuna learns nothing false)."""
+    killed: list[int] = []
+
+    def kill_during_second_trial(n, total, point):
+        if n == 2 and not killed:
+            pid = session.launcher.pid
+            killed.append(pid)
+            threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+
+    progress = SearchProgress(on_trial_start=kill_during_second_trial)
+    result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2), progress)
+    assert killed and session.launcher.pid != killed[0]
+    assert result.restarts == 1 and not result.failed
+    record = result.study
+    second = [t for t in record.trials if t.counted][1]
+    assert second.server_restarts == 1 and second.operating_point is not None

@@ -311,9 +311,9 @@ def run_search(
             budget.repeated()
             continue
         started = time.monotonic()
-        if progress.on_trial_start:
-            progress.on_trial_start(budget.counted + 1, settings.trials, point)
         try:
+            if progress.on_trial_start:
+                progress.on_trial_start(budget.counted + 1, settings.trials, point)
             _run_trial(study, trial, point, session, space, settings)
         except KeyboardInterrupt:
             tell_interrupted(study, trial)
