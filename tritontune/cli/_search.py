@@ -56,7 +56,7 @@ from tritontune.search.optimize import (
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, default_study_name, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.session import Workload, open_session
+from tritontune.session import TuningSession, Workload, open_session
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -184,7 +184,9 @@ def _point_text(point: dict) -> str:
     )
 
 
-def _search_with_progress(session, tuning_space: SearchSpace, settings: SearchSettings) -> SearchResult:
+def _search_with_progress(
+    session: TuningSession, tuning_space: SearchSpace, settings: SearchSettings
+) -> SearchResult:
     unit = _load_unit(settings.load_mode)
     with progress_bar(BarColumn(), TextColumn("{task.fields[status]}")) as bar:
         task = bar.add_task("baseline", total=settings.trials, status="")

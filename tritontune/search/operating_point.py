@@ -145,7 +145,7 @@ def find_operating_point(
     measure: Callable[[LoadSpec], Measurement],
     slo_p99_s: float,
     *,
-    load_mode: LoadMode = "concurrency",
+    load_mode: LoadMode = LoadMode.CONCURRENCY,
     start: float = 1,
     max_load: float = 512,
     precision: float = 0.25,
@@ -211,7 +211,14 @@ def find_operating_point(
     return _point(slo_p99_s, load_mode, best, feasible=True, measured=measured)
 
 
-def _point(slo, load_mode, best: Measurement, *, feasible: bool, measured) -> OperatingPoint:
+def _point(
+    slo: float,
+    load_mode: LoadMode,
+    best: Measurement,
+    *,
+    feasible: bool,
+    measured: dict[float, Measurement],
+) -> OperatingPoint:
     levels = [
         LevelResult(
             load=load,

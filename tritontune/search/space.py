@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,6 +288,7 @@ def _parse_dimension(path: Path, name: str, value: Any) -> Dimension:
         if extra or "min" not in value or "max" not in value:
             raise InputError(f"{where}: a range is {{min: ..., max: ...}} (optional log: true)")
         low, high = parse(where, value["min"]), parse(where, value["max"])
+        assert isinstance(low, int) and isinstance(high, int)  # only integer knobs take ranges
         if low > high:
             raise InputError(f"{where}: empty range (min {value['min']} > max {value['max']})")
         log = bool(value.get("log", name == "max_queue_delay"))
@@ -300,7 +302,7 @@ def _parse_dimension(path: Path, name: str, value: Any) -> Dimension:
     return Choice(parsed)
 
 
-def _int_at_least(minimum: int):
+def _int_at_least(minimum: int) -> Callable[[str, Any], int]:
     def parse(where: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise InputError(f"{where}: {value!r} is not a whole number >= {minimum}")
@@ -319,7 +321,7 @@ def _delay(where: str, value: Any) -> int:
     return to_microseconds(parse_duration(value, what=where, unit="us"))
 
 
-def _one_of(options: tuple[str, ...]):
+def _one_of(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     def parse(where: str, value: Any) -> str:
         if str(value).lower() not in options:
             raise InputError(f"{where}: {value!r} is not one of {', '.join(options)}")
@@ -328,7 +330,7 @@ def _one_of(options: tuple[str, ...]):
     return parse
 
 
-def _upper_one_of(options: tuple[str, ...]):
+def _upper_one_of(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     def parse(where: str, value: Any) -> str:
         if str(value).upper() not in options:
             raise InputError(f"{where}: {value!r} is not one of {', '.join(options)}")
