@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import socket
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 
 @dataclass(frozen=True)
@@ -91,4 +95,56 @@ def describe_host() -> HostInfo:
         cpu_count=cpus or 1,
         gpus=_gpu_names(),
         system=f"{platform.system()} {platform.release()} {platform.machine()}",
+    )
+
+
+@dataclass(frozen=True)
+class WorkerId:
+    """One tritontune process: which machine (host name and boot) and which process on it.
+
+    Kept with each trial a worker runs, so that a trial left running by a worker that is gone
+    can be told from one still being measured: on the same machine and boot, by its process."""
+
+    hostname: str
+    boot_id: str
+    pid: int
+    started: float
+    """The process's start time (a pid alone can be reused)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkerId:
+        return cls(str(data["hostname"]), str(data["boot_id"]), int(data["pid"]), float(data["started"]))
+
+    def label(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+    def is_gone(self) -> bool:
+        """True only when this machine can tell for sure: the worker ran here, in this boot, and
+        no process with its pid and start time exists any more."""
+        here = this_worker()
+        if (self.hostname, self.boot_id) != (here.hostname, here.boot_id) or not self.boot_id:
+            return False
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.started) > 1.0
+        except psutil.NoSuchProcess:
+            return True
+        except psutil.Error:
+            return False
+
+
+def _boot_id() -> str:
+    path = Path("/proc/sys/kernel/random/boot_id")
+    return path.read_text().strip() if path.is_file() else ""
+
+
+def this_worker() -> WorkerId:
+    """This process, as a :class:`WorkerId`."""
+    return WorkerId(
+        hostname=socket.gethostname(),
+        boot_id=_boot_id(),
+        pid=os.getpid(),
+        started=psutil.Process().create_time(),
     )

@@ -8,7 +8,10 @@ model's config built by tritontune's own variant code, an in-memory Optuna study
 
 from __future__ import annotations
 
+import subprocess
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -18,12 +21,13 @@ from tritontune.config.model_config import ModelConfig
 from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import Variant, apply_variant
-from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
+from tritontune.errors import InputError, ModelLoadError, ServerDiedError, ServerError
+from tritontune.hostinfo import this_worker
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.search.optimize import Budget, SearchSettings, run_search
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.search.study import read_study
+from tritontune.search.study import claim, read_study, save_point, save_worker, study_names
 from tritontune.server.launcher import ServerInfo
 from tritontune.session import Workload
 
@@ -77,6 +81,7 @@ class FakeSession:
         self.measured: list[int] = []
         self.loads: list[int] = []
         self.interrupt_after: int | None = None
+        self.baseline_measured = False
 
     def build_config(self, variant: Variant) -> ModelConfig:
         return apply_variant(self.source.base_config, variant)
@@ -85,6 +90,7 @@ class FakeSession:
         if self.launcher.dead:
             raise ServerDiedError("not running")
         config = self.build_config(variant)
+        self.baseline_measured |= variant == Variant()
         if self.refuse is not None and config.max_batch_size == self.refuse:
             raise ModelLoadError("failed to load 'mlp': refused")
         self.loaded, self.last_switch_s = config, 0.01
@@ -209,9 +215,10 @@ def test_ctrl_c_marks_the_trial_interrupted_and_the_resume_measures_it_first(sou
 def test_budget_stops_on_trials_deadline_and_repeats():
     budget = Budget(trials=2, deadline=None, space_size=None)
     assert not budget.spent(0)
-    budget.finished(1.0)
+    budget.finished(1.0, counted=1)
     assert budget.eta() == pytest.approx(1.0)
-    budget.finished(3.0)
+    assert budget.spent(1, running=1)  # another worker's trial in flight will count
+    budget.finished(3.0, counted=2)
     assert budget.spent(2) and budget.stop_reason is None
     late = Budget(trials=None, deadline=time.monotonic() - 1, space_size=None)
     assert late.spent(0) and late.stop_reason is None and late.eta() == 0.0
@@ -220,3 +227,76 @@ def test_budget_stops_on_trials_deadline_and_repeats():
         stuck.repeated()
     assert stuck.spent(0) and "proposed only known configs 50 times" in stuck.stop_reason
     assert stuck.eta() is None
+
+
+def test_two_workers_share_one_study_without_measuring_a_config_twice(source):
+    storage = optuna.storages.InMemoryStorage()
+    sessions = [FakeSession(source), FakeSession(source)]
+    errors: list[BaseException] = []
+
+    def work(session: FakeSession, seed: int) -> None:
+        try:
+            run_search(
+                session,
+                SPACE,
+                settings(storage=storage, trials=5, sampler=optuna.samplers.RandomSampler(seed)),
+            )
+        except BaseException as err:  # surfaced by the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(s, i)) for i, s in enumerate(sessions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    record = read_study(optuna.load_study(study_name="s", storage=storage))
+    counted = [t for t in record.trials if t.counted]
+    assert len(counted) == 5 and not record.lost and not record.running
+    points = [tuple(sorted(t.params.items())) for t in counted]
+    assert len(set(points)) == 5  # distinct configs, none measured twice
+    assert record.baseline is not None and record.confirmed is not None
+    assert sum(1 for s in sessions if s.baseline_measured) == 1  # one worker measured it
+
+
+def test_a_trial_left_running_by_a_dead_worker_is_measured_again(source, tmp_path: Path):
+    storage = optuna.storages.InMemoryStorage()
+    run_search(FakeSession(source), SPACE, settings(storage=storage, trials=1))
+    study = optuna.load_study(study_name="s", storage=storage)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    first = study.trials[0].params  # the orphan draws another config (else it is answered
+    other = {**first, "instance_count": 3 - first["instance_count"]}  # from trial 0, unmeasured)
+    study.enqueue_trial(other)
+    orphan = study.ask()  # as a SIGKILLed worker leaves it: RUNNING, its worker gone
+    point = SPACE.suggest(orphan)
+    save_point(orphan, point)
+    save_worker(orphan, replace(this_worker(), pid=dead.pid))
+
+    record = run_search(FakeSession(source), SPACE, settings(storage=storage, trials=2)).study
+    assert [t.number for t in record.lost] == [orphan.number] and not record.running
+    redo = [t for t in record.trials if t.counted and t.number > orphan.number]
+    assert redo and redo[0].params == point  # the lost config was measured first
+
+
+def test_a_worker_on_other_hardware_is_refused_unless_it_has_its_own_group(source):
+    storage = optuna.storages.InMemoryStorage()
+    run_search(FakeSession(source), SPACE, settings(storage=storage, trials=1))
+    study = optuna.load_study(study_name="s", storage=storage)
+    study.set_user_attr("host", {"cpu_model": "Other CPU 9000", "cpu_count": 64, "gpus": []})
+    with pytest.raises(InputError, match=r"measured on other hardware \(CPU .*--host-group NAME"):
+        run_search(FakeSession(source), SPACE, settings(storage=storage, trials=2))
+    grouped = run_search(FakeSession(source), SPACE, settings(storage=storage, trials=1, host_group="b"))
+    assert grouped.study_name == "s@b" and grouped.baseline is not None
+
+
+def test_a_claim_goes_to_one_worker_and_a_dead_holder_loses_it():
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="s")
+    me = this_worker()
+    assert claim(study, "baseline", me) and not claim(study, "baseline", me)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert claim(study, "confirm-3", replace(me, pid=dead.pid))
+    assert claim(study, "confirm-3", me)  # its holder is gone: taken over
+    assert study_names(storage) == ["s"]  # claims are not listed as studies

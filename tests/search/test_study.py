@@ -14,6 +14,8 @@ from tritontune.search.study import (
     open_storage,
     open_study,
     read_study,
+    tell_failed,
+    tell_interrupted,
 )
 
 IDENTITY = StudyIdentity(model="mlp", slo_p99_s=0.05, load_mode=LoadMode.CONCURRENCY)
@@ -45,7 +47,7 @@ def test_resume_checks_identity(tmp_path: Path):
         open_study(url, "s", identity=replace(IDENTITY, model="resnet"), sampler=sampler)
 
 
-def test_interrupted_trials_do_not_count(tmp_path: Path):
+def test_interrupted_and_lost_trials_do_not_count(tmp_path: Path):
     study, _ = open_study(
         optuna.storages.InMemoryStorage(),
         "s",
@@ -55,11 +57,14 @@ def test_interrupted_trials_do_not_count(tmp_path: Path):
     done = study.ask()
     study.tell(done, 1.0)
     cut = study.ask()
-    cut.set_user_attr("interrupted", True)
-    study.tell(cut, state=optuna.trial.TrialState.FAIL)
+    tell_interrupted(study, cut)
     broken = study.ask()
-    study.tell(broken, state=optuna.trial.TrialState.FAIL)
-    assert [t.counted for t in read_study(study).trials] == [True, False, True]
+    tell_failed(study, broken, "Triton refused it")
+    lost = study.ask()
+    study.tell(lost, state=optuna.trial.TrialState.FAIL)  # as a stale heartbeat leaves it
+    record = read_study(study)
+    assert [t.counted for t in record.trials] == [True, False, True, False]
+    assert [t.number for t in record.lost] == [3]
 
 
 def test_best_point_states_the_confirmed_figure_only_when_it_held(example_repository: Path):

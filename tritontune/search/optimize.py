@@ -15,6 +15,11 @@ stop, :func:`_run_trial` asks, measures and tells, and every read and write of t
 through :mod:`tritontune.search.study`. A server that dies under a config is restarted and the
 config measured once more: only a config that brings the server down twice fails its trial, so
 the sampler does not learn from a fault that was not the config's.
+
+Several workers can share one study (an RDB storage such as PostgreSQL): each iteration re-reads
+what the others finished, recovers trials whose worker is gone, leaves a config another worker
+is measuring to it, and waits for the others' running trials before it stops, so no config is
+lost or measured twice. One worker measures the baseline and one confirms the winner (claims).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from tritontune import __version__
 from tritontune.config.model_config import config_to_text
 from tritontune.config.variant import Precision, Variant, describe_config
 from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
-from tritontune.hostinfo import describe_host
+from tritontune.hostinfo import HostInfo, WorkerId, describe_host, this_worker
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import PrecisionCheck
@@ -51,23 +56,31 @@ from tritontune.search.study import (
     StudyIdentity,
     StudyRecord,
     TrialResult,
+    claim,
     counted_trials,
     ensure_context,
+    find_twin,
+    heartbeat,
     open_study,
-    point_key,
     read_study,
     read_trial,
     recorded_space,
+    recover_lost_trials,
     save_baseline,
+    save_budget,
     save_config,
     save_confirmed,
     save_point,
     save_precisions,
     save_space,
+    save_worker,
     tell_copy,
+    tell_deferred,
     tell_failed,
     tell_interrupted,
     tell_measured,
+    tell_surplus,
+    trials_ahead,
 )
 from tritontune.session import TuningSession
 
@@ -84,6 +97,8 @@ MAX_REPEATS = 50
 SERVER_DEATHS_TO_FAIL = 2
 #: How long a server that stopped answering after an error gets to show whether it died.
 FAULT_GRACE_S = 2.0
+#: How often a worker with nothing left to start looks again at the others' running trials.
+HEARTBEAT_WAIT_S = 2.0
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -105,6 +120,9 @@ class SearchSettings:
     """Accuracy bounds for precision variants (see :func:`tritontune.precision.parse_tolerance`)."""
     sampler: optuna.samplers.BaseSampler | None = None
     """Another Optuna sampler (e.g. ``GridSampler`` for an exhaustive baseline); TPE by default."""
+    host_group: str | None = None
+    """Workers on other hardware search as their own group: the study ``NAME@GROUP``, so that
+    figures of different machines never mix (each group has its own baseline and winner)."""
 
     @property
     def storage_name(self) -> str:
@@ -134,7 +152,7 @@ class Budget:
     """``time.monotonic()`` after which no trial starts."""
     space_size: int | None
     counted: int = 0
-    """Trials that count towards ``trials`` (resumed ones too)."""
+    """Trials that count towards ``trials`` (resumed ones, and other workers', too)."""
     repeats: int = 0
     durations: list[float] = field(default_factory=list)
     stop_reason: str | None = None
@@ -145,9 +163,10 @@ class Budget:
         deadline = time.monotonic() + settings.timeout_s if settings.timeout_s else None
         return cls(settings.trials, deadline, space_size, counted)
 
-    def spent(self, distinct_configs: int) -> bool:
-        """Whether to stop now (``stop_reason`` says why, when it is not the budget itself)."""
-        if self.trials is not None and self.counted >= self.trials:
+    def spent(self, distinct_configs: int, running: int = 0) -> bool:
+        """Whether to start no more trials (``stop_reason`` says why, when it is not the budget
+        itself). ``running``: other workers' trials in flight, which will count when done."""
+        if self.trials is not None and self.counted + running >= self.trials:
             return True
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return True
@@ -162,9 +181,10 @@ class Budget:
     def repeated(self) -> None:
         self.repeats += 1
 
-    def finished(self, duration_s: float) -> None:
+    def finished(self, duration_s: float, counted: int) -> None:
+        """A trial of this worker finished; ``counted``: the study's count now (all workers)."""
         self.repeats = 0
-        self.counted += 1
+        self.counted = counted
         self.durations.append(duration_s)
 
     def eta(self) -> float | None:
@@ -177,6 +197,9 @@ class Budget:
             left = max(0.0, self.deadline - time.monotonic())
             eta = left if eta is None else min(eta, left)
         return eta
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
 
 @dataclass
@@ -285,46 +308,68 @@ def run_search(
     settings: SearchSettings,
     progress: SearchProgress | None = None,
 ) -> SearchResult:
-    """Run (or resume) the search; the session's server must be started."""
+    """Run (or resume, or join) the search; the session's server must be started."""
     progress = progress or SearchProgress()
     identity = StudyIdentity(session.name, settings.slo_p99_s, settings.load_mode)
     name = settings.study_name or identity.default_name()
+    if settings.host_group:
+        name = f"{name}@{settings.host_group}"
     study, resumed = open_study(
         settings.storage, name, identity=identity, sampler=make_sampler(settings)
     )
     space = _prepare_precisions(study, session, space, settings, progress)
     _keep_space(study, resumed, space, settings)
     ensure_context(study, lambda: _context(session, settings))
-    _baseline(study, session, settings, progress)
+    _check_host(study, session, settings)
+    save_budget(study, settings.trials)
+    worker = this_worker()
+    _baseline(study, session, settings, progress, worker)
 
-    known = counted_trials(study)
-    budget = Budget.start(settings, space.size(), counted=len(known))
+    budget = Budget.start(settings, space.size(), counted=len(counted_trials(study)))
     restarts_before = session.restarts
     run_now = 0
-    while not budget.spent(len(known)):
-        trial = study.ask()
+    while True:
+        recover_lost_trials(study)
+        known = counted_trials(study)  # this worker's and the others' finished configs
+        budget.counted = len(known)
+        others = len(study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]))
+        if budget.spent(len(known), running=others):
+            if others and budget.stop_reason is None and not budget.out_of_time():
+                time.sleep(HEARTBEAT_WAIT_S)  # wait for other workers' trials: done or lost
+                continue
+            break
+        with warnings.catch_warnings():  # Optuna expects heartbeats with optimize(); we ask/tell
+            warnings.filterwarnings("ignore", message="Heartbeat of storage")
+            trial = study.ask()
         point = space.suggest(trial)
         save_point(trial, point)
-        twin = known.get(point_key(point))
-        if twin is not None:  # TPE re-proposed a finished config: tell it again, don't measure
-            tell_copy(study, trial, twin)
+        twin = find_twin(study, trial, point)
+        if twin is not None:
+            if twin.state == optuna.trial.TrialState.RUNNING:
+                tell_deferred(study, trial, twin.number)  # another worker is measuring it
+            else:  # a known config re-proposed: tell its result again, don't measure
+                tell_copy(study, trial, twin)
             budget.repeated()
             continue
+        if settings.trials is not None and trials_ahead(study, trial) >= settings.trials:
+            tell_surplus(study, trial)  # another worker took the budget's last trial meanwhile
+            continue
+        save_worker(trial, worker)
         started = time.monotonic()
         try:
             if progress.on_trial_start:
-                progress.on_trial_start(budget.counted + 1, settings.trials, point)
-            _run_trial(study, trial, point, session, space, settings)
+                progress.on_trial_start(budget.counted + others + 1, settings.trials, point)
+            with heartbeat(study, trial):
+                _run_trial(study, trial, point, session, space, settings)
         except KeyboardInterrupt:
             tell_interrupted(study, trial)
             raise
-        known[point_key(point)] = study.get_trials(deepcopy=False)[trial.number]
-        budget.finished(time.monotonic() - started)
+        budget.finished(time.monotonic() - started, counted=len(counted_trials(study)))
         run_now += 1
         if progress.on_trial_done:
             progress.on_trial_done(read_trial(study, trial.number), read_study(study).best, budget.eta())
 
-    _confirm_best(study, session, space)
+    _confirm_best(study, session, space, worker)
     return SearchResult(
         study=read_study(study),
         storage=settings.storage_name,
@@ -497,12 +542,34 @@ def _context(session: TuningSession, settings: SearchSettings) -> StudyContext:
     )
 
 
+def _check_host(study: optuna.Study, session: TuningSession, settings: SearchSettings) -> None:
+    """A worker on other hardware (or another Triton) must not add its figures to the study."""
+    context = read_study(study).context
+    recorded = HostInfo.from_dict(context.host) if context.host else None
+    differences = recorded.differences(describe_host()) if recorded else []
+    if context.server_version not in ("unknown", session.info.version):
+        differences.append(f"Triton {context.server_version} vs {session.info.version}")
+    if differences:
+        raise InputError(
+            f"study {study.study_name!r} was measured on other hardware ({'; '.join(differences)}): "
+            "figures of different machines must not mix; search as a group of your own with "
+            "--host-group NAME (or use another --study)"
+        )
+
+
 def _baseline(
-    study: optuna.Study, session: TuningSession, settings: SearchSettings, progress: SearchProgress
-) -> OperatingPoint:
-    """The model's own config, measured once per study (a resumed search reuses it)."""
+    study: optuna.Study,
+    session: TuningSession,
+    settings: SearchSettings,
+    progress: SearchProgress,
+    worker: WorkerId,
+) -> OperatingPoint | None:
+    """The model's own config, measured once per study by one worker (a resumed search, or
+    another worker, reuses it; a worker that finds it claimed goes on without it)."""
     baseline = read_study(study).baseline
     if baseline is None:
+        if not claim(study, "baseline", worker):
+            return None
         if progress.on_baseline_start:
             progress.on_baseline_start()
         try:
@@ -515,13 +582,17 @@ def _baseline(
     return baseline
 
 
-def _confirm_best(study: optuna.Study, session: TuningSession, space: SearchSpace) -> None:
-    """Confirm the best trial's operating point once (kept in the study, so a resumed search
-    that finds no better config reuses it)."""
+def _confirm_best(
+    study: optuna.Study, session: TuningSession, space: SearchSpace, worker: WorkerId
+) -> None:
+    """Confirm the best trial's operating point once, by one worker (kept in the study, so a
+    resumed search that finds no better config reuses it)."""
     record = read_study(study)
     best = record.best
     if best is None or best.operating_point is None or record.confirmed_point(best.number):
         return
+    if not claim(study, f"confirm-{best.number}", worker):
+        return  # another worker confirms it
     try:
         session.load_variant(space.to_variant(best.params))
         confirmed = confirm_operating_point(

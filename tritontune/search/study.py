@@ -10,12 +10,23 @@ in ``optuna-dashboard`` as it is.
 
 Studies written by earlier versions read back unchanged: the attribute names are those they
 used, and every field added since has a default.
+
+Several workers (``tritontune search`` on several hosts, one storage such as PostgreSQL) share a
+study. Each running trial names its worker and sends Optuna heartbeats; a trial whose worker is
+gone (no heartbeat for :data:`HEARTBEAT_GRACE_S`, or a dead process on this same machine) is
+*lost*: failed without a reason and its config queued again, so another worker measures it. Jobs
+that one worker must do once (the baseline, the confirmation) are *claimed*: a claim is a study
+named ``STUDY~claim~JOB``, and the storage's unique study names make the claim atomic.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +36,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tritontune import __version__
 from tritontune.errors import InputError
+from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.units import format_duration
@@ -33,6 +45,13 @@ DEFAULT_STORAGE = "sqlite:///tritontune.db"
 
 #: Optuna's name for the constraint a trial reports: how far p99 is over the SLO (> 0 infeasible).
 SLO_CONSTRAINT = "p99_over_slo_s"
+#: Seconds between a running trial's heartbeats, and without one after which its worker is
+#: taken as gone (a measurement holds no lock the heartbeat thread waits for).
+HEARTBEAT_INTERVAL_S = 5
+HEARTBEAT_GRACE_S = 30
+#: A claim older than this, by a worker this machine can't see, may be taken over.
+CLAIM_TTL_S = 30 * 60
+_CLAIM = "~claim~"
 
 
 class _StudyKey:
@@ -48,6 +67,7 @@ class _StudyKey:
     BASELINE = "baseline"
     BASELINE_CONFIG = "baseline_config_pbtxt"
     CONFIRMED = "confirmed"
+    BUDGET = "budget_trials"
 
 
 class _TrialKey:
@@ -62,6 +82,8 @@ class _TrialKey:
     INTERRUPTED = "interrupted"
     DUPLICATE_OF = "duplicate_of"
     SERVER_RESTARTS = "server_restarts"
+    WORKER = "worker"
+    SURPLUS = "surplus"
 
 
 # -- the records ----------------------------------------------------------------------------------
@@ -157,6 +179,21 @@ class TrialResult:
     server_restarts: int = 0
     """Times the server died under this config and was restarted (it is measured once more
     after a death; a second one fails the trial)."""
+    worker: WorkerId | None = None
+    """The worker that ran it (None in studies made before workers were recorded)."""
+    surplus: bool = False
+    """Started when other workers' trials already filled the budget: not measured."""
+
+    @property
+    def lost(self) -> bool:
+        """Failed without a reason: its worker was gone (the config was queued again)."""
+        return (
+            self.state == TrialState.FAIL
+            and self.error is None
+            and not self.interrupted
+            and self.duplicate_of is None
+            and not self.surplus
+        )
 
     @property
     def feasible(self) -> bool:
@@ -170,11 +207,11 @@ class TrialResult:
     def counted(self) -> bool:
         """Counts towards ``--trials``: a distinct config that finished (measured or failed), not
         one cut off by Ctrl-C, nor a re-proposal of a known point."""
-        if self.duplicate_of is not None:
+        if self.duplicate_of is not None or self.surplus:
             return False
         if self.state == TrialState.COMPLETE:
             return True
-        return self.state == TrialState.FAIL and not self.interrupted
+        return self.state == TrialState.FAIL and not self.interrupted and not self.lost
 
 
 @dataclass(frozen=True)
@@ -213,6 +250,16 @@ class StudyRecord:
     context: StudyContext = field(default_factory=StudyContext)
     trials: tuple[TrialResult, ...] = ()
     """Every trial, in order (running, interrupted and duplicate ones included)."""
+    budget_trials: int | None = None
+    """The ``--trials`` of the latest run (for the ETA of ``tritontune status``)."""
+
+    @property
+    def running(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.state == TrialState.RUNNING]
+
+    @property
+    def lost(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.lost]
 
     @property
     def results(self) -> list[TrialResult]:
@@ -268,10 +315,23 @@ def default_study_name(model: str, slo_p99_s: float, load_mode: LoadMode | str) 
     return f"{model}-p99-{format_duration(slo_p99_s)}-{LoadMode(load_mode).value}"
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """An Optuna storage for ``url``, or a one-line error saying why it can't be opened."""
+def open_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
+    """An Optuna storage for ``url``, or a one-line error saying why it can't be opened.
+
+    With ``heartbeat`` (a searching worker), running trials send heartbeats and a trial whose
+    worker stopped sending them is failed and its config queued again (:func:`recover_lost_trials`).
+    """
+    options: dict[str, Any] = {}
+    if heartbeat:
+        options = {
+            "heartbeat_interval": HEARTBEAT_INTERVAL_S,
+            "grace_period": HEARTBEAT_GRACE_S,
+            "heartbeat_stale_trial_callback": _requeue,
+        }
     try:
-        return optuna.storages.RDBStorage(url)
+        with warnings.catch_warnings():  # heartbeats are marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, **options)
     except Exception as err:  # SQLAlchemy and Optuna raise many kinds for a bad URL or file
         reason = " ".join(str(err).split())[:300]
         raise InputError(f"--storage {url}: cannot be opened ({reason})") from None
@@ -284,11 +344,17 @@ def load_existing_study(storage_url: str, study_name: str) -> optuna.Study:
         if not path.is_file():
             raise InputError(f"--storage {storage_url}: no such file ({path})")
     storage = open_storage(storage_url)
-    names = sorted(s.study_name for s in optuna.study.get_all_study_summaries(storage))
+    names = study_names(storage)
     if study_name not in names:
         listed = ", ".join(names) if names else "none"
         raise InputError(f"study {study_name!r} not found in {storage_url} (studies there: {listed})")
     return optuna.load_study(study_name=study_name, storage=storage)
+
+
+def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
+    """The storage's studies (claims left out: they are bookkeeping, not studies)."""
+    summaries = optuna.study.get_all_study_summaries(storage, include_best_trial=False)
+    return sorted(s.study_name for s in summaries if _CLAIM not in s.study_name)
 
 
 def open_study(
@@ -304,7 +370,7 @@ def open_study(
     for another model, SLO or load mode is refused, so results never mix.
     """
     url = storage if isinstance(storage, str) else type(storage).__name__
-    backend = open_storage(storage) if isinstance(storage, str) else storage
+    backend = open_storage(storage, heartbeat=True) if isinstance(storage, str) else storage
     existing = {s.study_name for s in optuna.study.get_all_study_summaries(backend)}
     study = optuna.create_study(
         storage=backend,
@@ -455,6 +521,134 @@ def counted_trials(study: optuna.Study) -> dict[tuple[tuple[str, Any], ...], Fro
     return known
 
 
+def save_budget(study: optuna.Study, trials: int | None) -> None:
+    study.set_user_attr(_StudyKey.BUDGET, trials)
+
+
+# -- workers -------------------------------------------------------------------------------------------
+def save_worker(trial: optuna.Trial, worker: WorkerId) -> None:
+    trial.set_user_attr(_TrialKey.WORKER, worker.to_dict())
+
+
+@contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.Trial) -> Iterator[None]:
+    """Send the trial's heartbeats while the block runs (a storage without heartbeats: none)."""
+    storage = study._storage  # Optuna keeps the study's storage private; heartbeats need it
+    interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+    if interval is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            storage.record_heartbeat(trial._trial_id)
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name="tritontune-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def recover_lost_trials(study: optuna.Study) -> list[int]:
+    """Fail the running trials whose worker is gone and queue their configs again; returns
+    their numbers. Gone: no heartbeat for :data:`HEARTBEAT_GRACE_S` (any machine), or a worker
+    process that no longer exists on this machine (found at once, e.g. after SIGKILL)."""
+    storage = study._storage
+    lost = []
+    with warnings.catch_warnings():  # fail_stale_trials is marked experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        before = {t.number for t in study.get_trials(deepcopy=False, states=[TrialState.RUNNING])}
+        optuna.storages.fail_stale_trials(study)  # calls _requeue for each
+        after = {t.number for t in study.get_trials(deepcopy=False, states=[TrialState.RUNNING])}
+    lost += sorted(before - after)
+    for trial in study.get_trials(deepcopy=False, states=[TrialState.RUNNING]):
+        worker = trial.user_attrs.get(_TrialKey.WORKER)
+        if worker is None or not WorkerId.from_dict(worker).is_gone():
+            continue
+        try:
+            if storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                _requeue(study, trial)
+                lost.append(trial.number)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # another worker got there first
+    return lost
+
+
+def _requeue(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Queue a lost trial's config again (the next worker to ask measures it)."""
+    study.enqueue_trial(trial.params, skip_if_exists=False)
+
+
+def find_twin(study: optuna.Study, trial: optuna.Trial, point: Mapping[str, Any]) -> FrozenTrial | None:
+    """Another trial with the same config, finished or running, from one read of the study.
+
+    Call it after :func:`save_point`: of two workers that draw the same config at once, at least
+    one then sees the other's; a finished twin's result is told again, a running twin's config is
+    left to it (both leaving it is harmless; both measuring it is what this prevents)."""
+    key = point_key(point)
+    for other in study.get_trials(deepcopy=False):
+        if other.number == trial.number or point_key(other.user_attrs.get(_TrialKey.POINT, {})) != key:
+            continue
+        if other.state == TrialState.RUNNING or _trial_result(other, {}).counted:
+            return other
+    return None
+
+
+def trials_ahead(study: optuna.Study, trial: optuna.Trial) -> int:
+    """Counted or running trials numbered before ``trial``: when several workers start a trial at
+    once, the earlier numbers fill the budget first."""
+    ahead = 0
+    for other in study.get_trials(deepcopy=False):
+        if other.number >= trial.number:
+            continue
+        if other.state == TrialState.RUNNING or _trial_result(other, {}).counted:
+            ahead += 1
+    return ahead
+
+
+def tell_surplus(study: optuna.Study, trial: optuna.Trial) -> None:
+    """``trial`` started after other workers' trials had filled the budget: not measured."""
+    trial.set_user_attr(_TrialKey.SURPLUS, True)
+    study.tell(trial, state=TrialState.FAIL)
+
+
+def tell_deferred(study: optuna.Study, trial: optuna.Trial, twin: int) -> None:
+    """``trial`` drew a config that ``twin`` is measuring: not measured, not counted."""
+    trial.set_user_attr(_TrialKey.DUPLICATE_OF, twin)
+    study.tell(trial, state=TrialState.FAIL)
+
+
+def claim(study: optuna.Study, job: str, worker: WorkerId) -> bool:
+    """Claim ``job`` of ``study`` for ``worker``; True for the one worker that gets it.
+
+    A claim held by a worker that is gone (on this machine), or older than :data:`CLAIM_TTL_S`,
+    is taken over: its job was never finished."""
+    storage = study._storage
+    name = f"{study.study_name}{_CLAIM}{job}"
+    for _ in range(2):
+        try:
+            held = optuna.create_study(storage=storage, study_name=name)
+        except optuna.exceptions.DuplicatedStudyError:
+            holder = optuna.load_study(study_name=name, storage=storage).user_attrs
+            worker_data = holder.get("worker")
+            stale = time.time() - float(holder.get("claimed_at", time.time())) > CLAIM_TTL_S
+            if not stale and not (worker_data and WorkerId.from_dict(worker_data).is_gone()):
+                return False
+            with suppress(KeyError):  # another worker took it over first: claim it again
+                optuna.delete_study(study_name=name, storage=storage)
+            continue
+        held.set_user_attr("worker", worker.to_dict())
+        held.set_user_attr("claimed_at", time.time())
+        return True
+    return False
+
+
 # -- reading ------------------------------------------------------------------------------------------
 def read_study(study: optuna.Study) -> StudyRecord:
     """The whole study, typed. Raises :class:`InputError` for a study tritontune did not make."""
@@ -485,6 +679,7 @@ def read_study(study: optuna.Study) -> StudyRecord:
         else None,
         context=StudyContext.from_attrs(attrs),
         trials=tuple(_trial_result(t, precisions) for t in study.get_trials(deepcopy=False)),
+        budget_trials=attrs.get(_StudyKey.BUDGET),
     )
 
 
@@ -514,4 +709,6 @@ def _trial_result(trial: FrozenTrial, precisions: Mapping[str, Any]) -> TrialRes
         interrupted=bool(attrs.get(_TrialKey.INTERRUPTED, False)),
         duplicate_of=None if duplicate_of is None else int(duplicate_of),
         server_restarts=int(attrs.get(_TrialKey.SERVER_RESTARTS, 0)),
+        worker=WorkerId.from_dict(attrs[_TrialKey.WORKER]) if _TrialKey.WORKER in attrs else None,
+        surplus=bool(attrs.get(_TrialKey.SURPLUS, False)),
     )
