@@ -4,7 +4,14 @@ Each command is a private module that registers itself on :data:`app`; ``_common
 they share (consoles, the one-line error boundary, options).
 """
 
-from tritontune.cli import _check, _export, _profile, _report, _search  # noqa: F401 - registers the commands
+from tritontune.cli import (  # noqa: F401 - registers the commands
+    _check,
+    _export,
+    _profile,
+    _report,
+    _search,
+    _status,
+)
 from tritontune.cli._common import app, run
 
 __all__ = ["app", "run"]

@@ -92,6 +92,14 @@ AccuracyOption = Annotated[
         "cosine=0.995,top1=0.98,rel=0.05,max_abs=0.1 (defaults depend on the precision)."
     ),
 ]
+StorageOption = Annotated[
+    str,
+    typer.Option(
+        envvar="TRITONTUNE_STORAGE",
+        help="Optuna storage URL (or $TRITONTUNE_STORAGE, which keeps credentials off the "
+        "command line), e.g. postgresql://user:pw@host/db.",
+    ),
+]
 TritonserverOption = Annotated[
     Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
 ]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tritontune.cli._common import app, console, err_console, ms, user_errors
+from tritontune.cli._common import StorageOption, app, console, err_console, ms, user_errors
 from tritontune.config.variant import knobs_summary
 from tritontune.export import Endpoint, export_studies, parse_endpoint
 from tritontune.search.study import DEFAULT_STORAGE
@@ -25,7 +25,7 @@ def export(
             "e.g. interactive=mlp-p99-10ms-concurrency batch=mlp-p99-500ms-concurrency."
         ),
     ] = None,
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = DEFAULT_STORAGE,
+    storage: StorageOption = DEFAULT_STORAGE,
     top_k: Annotated[
         int, typer.Option(help="Also export the runners-up, as MODEL_rank2, ...", min=1)
     ] = 1,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tritontune.cli._common import app, console, err_console, user_errors
+from tritontune.cli._common import StorageOption, app, console, err_console, user_errors
 from tritontune.errors import InputError
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.html import write_report
@@ -34,7 +34,7 @@ def parse_plan_options(headroom: str, peak_qps: str | None) -> dict:
 def report(
     study: Annotated[str, typer.Option(help="The study to report on.")],
     out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = DEFAULT_STORAGE,
+    storage: StorageOption = DEFAULT_STORAGE,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
     peak_qps: PeakOption = None,
 ) -> None:

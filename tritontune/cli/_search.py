@@ -23,6 +23,7 @@ from tritontune.cli._common import (
     ModelOption,
     RepositoryOption,
     ShmSizeOption,
+    StorageOption,
     TritonserverOption,
     UrlOption,
     accuracy_text,
@@ -54,7 +55,7 @@ from tritontune.search.optimize import (
     space_for_session,
 )
 from tritontune.search.space import SearchSpace
-from tritontune.search.study import DEFAULT_STORAGE, TrialResult, default_study_name, load_existing_study
+from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import TuningSession, Workload, open_session
 from tritontune.units import (
@@ -81,9 +82,16 @@ def search(
     space: Annotated[
         Path | None, typer.Option(help="YAML file that fixes, narrows or widens dimensions.")
     ] = None,
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = DEFAULT_STORAGE,
+    storage: StorageOption = DEFAULT_STORAGE,
     study: Annotated[str | None, typer.Option(help="Study name (default: MODEL-p99-SLO-LOAD).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampler seed, for a repeatable search.")] = None,
+    host_group: Annotated[
+        str | None,
+        typer.Option(
+            help="Join as a group of other hardware: searched as the study NAME@GROUP, with its "
+            "own baseline and winner (figures of different machines never mix)."
+        ),
+    ] = None,
     results: Annotated[
         Path | None, typer.Option(help="Results JSON (default: STUDY.results.json).")
     ] = None,
@@ -118,6 +126,7 @@ def search(
             seed=seed,
             storage=storage,
             study_name=study,
+            host_group=host_group,
             accuracy_overrides=parse_tolerance(accuracy) if accuracy else None,
             measure=replace(
                 SEARCH_MEASURE,
@@ -145,7 +154,7 @@ def search(
             try:
                 outcome = _search_with_progress(session, tuning_space, settings)
             except KeyboardInterrupt:
-                name = settings.study_name or default_study_name(model, slo, settings.load_mode)
+                name = settings.study_name_for(model)
                 err_console.print(
                     f"[yellow]interrupted:[/] study {name!r} is saved in {storage}; "
                     "run the same command again to resume",

@@ -58,6 +58,7 @@ from tritontune.search.study import (
     TrialResult,
     claim,
     counted_trials,
+    default_study_name,
     ensure_context,
     find_twin,
     heartbeat,
@@ -123,6 +124,12 @@ class SearchSettings:
     host_group: str | None = None
     """Workers on other hardware search as their own group: the study ``NAME@GROUP``, so that
     figures of different machines never mix (each group has its own baseline and winner)."""
+
+    def study_name_for(self, model: str) -> str:
+        """The study this search reads and writes: ``--study`` or the default name, in the host
+        group's own study when there is one."""
+        name = self.study_name or default_study_name(model, self.slo_p99_s, self.load_mode)
+        return f"{name}@{self.host_group}" if self.host_group else name
 
     @property
     def storage_name(self) -> str:
@@ -311,9 +318,7 @@ def run_search(
     """Run (or resume, or join) the search; the session's server must be started."""
     progress = progress or SearchProgress()
     identity = StudyIdentity(session.name, settings.slo_p99_s, settings.load_mode)
-    name = settings.study_name or identity.default_name()
-    if settings.host_group:
-        name = f"{name}@{settings.host_group}"
+    name = settings.study_name_for(session.name)
     study, resumed = open_study(
         settings.storage, name, identity=identity, sampler=make_sampler(settings)
     )

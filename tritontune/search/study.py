@@ -95,9 +95,6 @@ class StudyIdentity:
     slo_p99_s: float
     load_mode: LoadMode
 
-    def default_name(self) -> str:
-        return default_study_name(self.model, self.slo_p99_s, self.load_mode)
-
     def describe(self) -> str:
         return f"model {self.model!r}, p99 SLO {format_duration(self.slo_p99_s)}, {self.load_mode} load"
 
@@ -183,6 +180,8 @@ class TrialResult:
     """The worker that ran it (None in studies made before workers were recorded)."""
     surplus: bool = False
     """Started when other workers' trials already filled the budget: not measured."""
+    started: dt.datetime | None = None
+    finished: dt.datetime | None = None
 
     @property
     def lost(self) -> bool:
@@ -711,4 +710,6 @@ def _trial_result(trial: FrozenTrial, precisions: Mapping[str, Any]) -> TrialRes
         server_restarts=int(attrs.get(_TrialKey.SERVER_RESTARTS, 0)),
         worker=WorkerId.from_dict(attrs[_TrialKey.WORKER]) if _TrialKey.WORKER in attrs else None,
         surplus=bool(attrs.get(_TrialKey.SURPLUS, False)),
+        started=trial.datetime_start,
+        finished=trial.datetime_complete,
     )
