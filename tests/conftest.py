@@ -87,3 +87,11 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
             result = run_search(session, space, settings)
             assert result.best is not None, f"the {name} study found no config under its SLO"
     return studies
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL database on a private server, for shared studies (see tests/postgres.py)."""
+    from tests.postgres import postgres_server
+
+    yield from postgres_server()

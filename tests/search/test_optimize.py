@@ -17,21 +17,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tritontune.config.model_config import ModelConfig
+from tests.fakes import FakeSession
 from tritontune.config.repository import ModelSource, load_model_source
-from tritontune.config.validate import TargetCapabilities
-from tritontune.config.variant import Variant, apply_variant
-from tritontune.errors import InputError, ModelLoadError, ServerDiedError, ServerError
+from tritontune.errors import InputError
 from tritontune.hostinfo import this_worker
-from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.search.optimize import Budget, SearchSettings, run_search
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.study import claim, read_study, save_point, save_worker, study_names
-from tritontune.server.launcher import ServerInfo
-from tritontune.session import Workload
-
-from .test_operating_point import measurement
 
 SPACE = SearchSpace(
     {
@@ -42,82 +34,6 @@ SPACE = SearchSpace(
         "instance_count": Choice((1, 2)),
     }
 )
-
-
-class FakeLauncher:
-    owns_server = True
-
-    def __init__(self) -> None:
-        self.dead = False
-
-    def check_alive(self) -> None:
-        if self.dead:
-            raise ServerDiedError("tritonserver died (exit code -9)", "line 1\nline 2\nSegfault\n")
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "Segfault\n"
-
-
-class FakeSession:
-    """Just what the search uses of a session, on a modelled server.
-
-    ``kill`` maps a max_batch_size to how many times the server dies while measuring that config
-    (as if killed from outside, or crashed by it); ``refuse`` is a max_batch_size Triton refuses.
-    """
-
-    def __init__(self, source: ModelSource, kill: dict[int, int] | None = None, refuse=None):
-        self.source = source
-        self.name = source.name
-        self.workload = Workload()
-        self.info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TargetCapabilities(), "local")
-        self.launcher = FakeLauncher()
-        self.served = None
-        self.batch_dim_dynamic = True
-        self.last_switch_s: float | None = None
-        self.restarts = 0
-        self.kill = dict(kill or {})
-        self.refuse = refuse
-        self.loaded: ModelConfig | None = None
-        self.measured: list[int] = []
-        self.loads: list[int] = []
-        self.interrupt_after: int | None = None
-        self.baseline_measured = False
-
-    def build_config(self, variant: Variant) -> ModelConfig:
-        return apply_variant(self.source.base_config, variant)
-
-    def load_variant(self, variant: Variant) -> ModelConfig:
-        if self.launcher.dead:
-            raise ServerDiedError("not running")
-        config = self.build_config(variant)
-        self.baseline_measured |= variant == Variant()
-        if self.refuse is not None and config.max_batch_size == self.refuse:
-            raise ModelLoadError("failed to load 'mlp': refused")
-        self.loaded, self.last_switch_s = config, 0.01
-        self.loads.append(config.max_batch_size)
-        return config
-
-    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
-        assert self.loaded is not None
-        batch = self.loaded.max_batch_size or 1
-        if self.kill.get(batch, 0) > 0:
-            self.kill[batch] -= 1
-            self.launcher.dead = True
-            raise ServerError("inference failed: Socket closed")  # the death shows up later
-        self.measured.append(batch)
-        if self.interrupt_after is not None and len(self.measured) > self.interrupt_after:
-            raise KeyboardInterrupt
-        capacity = 1000.0 * batch
-        throughput = min(load.value / 0.002, capacity)
-        return measurement(load, throughput, p99=1.5 * load.value / throughput)
-
-    def restart(self, *, reload: bool = True) -> None:
-        self.restarts += 1
-        self.launcher.dead = False
-        self.loaded = None
-
-    def server_ready(self) -> bool:
-        return not self.launcher.dead
 
 
 @pytest.fixture

@@ -1,19 +1,25 @@
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import optuna
 import pytest
 
+import tritontune.search.study as study_module
 from tests.studies import make_study, point
 from tritontune.errors import InputError
+from tritontune.hostinfo import this_worker
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.study import (
     StudyIdentity,
     default_study_name,
+    heartbeat,
     open_storage,
     open_study,
     read_study,
+    recover_lost_trials,
+    save_worker,
     tell_failed,
     tell_interrupted,
 )
@@ -105,3 +111,23 @@ def test_a_study_not_made_by_tritontune_is_refused():
     study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name="other")
     with pytest.raises(InputError, match="study 'other' was not made by tritontune search"):
         read_study(study)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # we ask/tell, not optimize()
+def test_a_trial_whose_heartbeats_stopped_is_lost_and_queued_again(tmp_path: Path, monkeypatch):
+    """A worker on another machine can't be looked up: its trial is lost once its heartbeats stop
+    for the grace period (here shortened), and its config is queued for the next worker."""
+    monkeypatch.setattr(study_module, "HEARTBEAT_INTERVAL_S", 1)
+    monkeypatch.setattr(study_module, "HEARTBEAT_GRACE_S", 2)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study, _ = open_study(url, "s", identity=IDENTITY, sampler=optuna.samplers.RandomSampler(0))
+    trial = study.ask({"max_batch_size": optuna.distributions.CategoricalDistribution([8, 16])})
+    save_worker(trial, replace(this_worker(), hostname="elsewhere"))  # not on this machine
+    with heartbeat(study, trial):
+        time.sleep(1.5)
+    assert recover_lost_trials(study) == []  # heartbeats are recent: still running
+    time.sleep(2.5)
+    assert recover_lost_trials(study) == [trial.number]
+    assert [t.number for t in read_study(study).lost] == [trial.number]
+    again = study.ask()
+    assert again.suggest_categorical("max_batch_size", [8, 16]) == trial.params["max_batch_size"]

@@ -52,6 +52,8 @@ HEARTBEAT_GRACE_S = 30
 #: A claim older than this, by a worker this machine can't see, may be taken over.
 CLAIM_TTL_S = 30 * 60
 _CLAIM = "~claim~"
+#: Times to open a storage again when another worker was creating its tables at that moment.
+SCHEMA_RACE_RETRIES = 3
 
 
 class _StudyKey:
@@ -327,13 +329,20 @@ def open_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
             "grace_period": HEARTBEAT_GRACE_S,
             "heartbeat_stale_trial_callback": _requeue,
         }
-    try:
-        with warnings.catch_warnings():  # heartbeats are marked experimental
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(url, **options)
-    except Exception as err:  # SQLAlchemy and Optuna raise many kinds for a bad URL or file
-        reason = " ".join(str(err).split())[:300]
-        raise InputError(f"--storage {url}: cannot be opened ({reason})") from None
+    for attempt in range(SCHEMA_RACE_RETRIES + 1):
+        try:
+            with warnings.catch_warnings():  # heartbeats are marked experimental
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, **options)
+        except Exception as err:  # SQLAlchemy and Optuna raise many kinds for a bad URL or file
+            reason = " ".join(str(err).split())[:300]
+            if "already exists" in reason and attempt < SCHEMA_RACE_RETRIES:
+                # Workers started at once on an empty database all create Optuna's tables; the
+                # losers find them made a moment later.
+                time.sleep(0.5 + attempt)
+                continue
+            raise InputError(f"--storage {url}: cannot be opened ({reason})") from None
+    raise AssertionError("unreachable")
 
 
 def load_existing_study(storage_url: str, study_name: str) -> optuna.Study:

@@ -1,0 +1,148 @@
+"""Benchmark: workers sharing one study, coordination only (issue 16).
+
+One 2-core machine can't host two honest measurements at once, so this measures the
+coordination itself, on a private PostgreSQL server it starts (Debian's ``postgresql``):
+
+1. ask/tell latency per trial, SQLite vs PostgreSQL (bare Optuna calls through tritontune's
+   storage, heartbeats on);
+2. wall time of a fixed budget with 1, 2 and 4 worker processes on one PostgreSQL study, and the
+   configs measured twice (must be 0). **Each worker's measurement is a STAND-IN**: the fake
+   session of the tests (tests/fakes.py), sleeping ``--measure-s`` per load level instead of
+   measuring a server. The runs are interleaved (1, 2, 4 workers, then again) and the figures
+   are medians with min-max over ``--repeats``.
+
+    python bench/distributed.py [--budget 16] [--measure-s 0.2] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes import FakeSession  # noqa: E402 - the stand-in session, shared with the tests
+from tests.postgres import postgres_server  # noqa: E402
+from tritontune.config.repository import load_model_source  # noqa: E402
+from tritontune.measure.loadgen import LoadMode  # noqa: E402
+from tritontune.search.optimize import SearchSettings, run_search  # noqa: E402
+from tritontune.search.space import Choice, SearchSpace  # noqa: E402
+from tritontune.search.study import StudyIdentity, open_study, read_study  # noqa: E402
+
+SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((4, 8, 16, 32)),
+        "dynamic_batching": Choice((True,)),
+        "max_queue_delay": Choice((100, 1000)),
+        "preferred_batch_size": Choice(("none",)),
+        "instance_count": Choice((1, 2, 3, 4)),
+    }
+)
+
+
+def ask_tell_latency(storage: str, trials: int) -> float:
+    """Median seconds of one ask + suggest + tell through tritontune's storage."""
+    study, _ = open_study(
+        storage,
+        f"latency-{time.time_ns()}",
+        identity=StudyIdentity("mlp", 0.05, LoadMode.CONCURRENCY),
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    took = []
+    for _ in range(trials):
+        started = time.perf_counter()
+        trial = study.ask()
+        SPACE.suggest(trial)
+        study.tell(trial, 1.0)
+        took.append(time.perf_counter() - started)
+    return statistics.median(took)
+
+
+def _worker(storage: str, study: str, budget: int, measure_s: float, seed: int, go) -> None:
+    source = load_model_source(ROOT / "examples" / "model_repository", "mlp")
+    session = FakeSession(source, measure_delay_s=measure_s)  # STAND-IN: sleeps, measures nothing
+    settings = SearchSettings(
+        slo_p99_s=0.05, trials=budget, seed=seed, storage=storage, study_name=study
+    )
+    go.wait()
+    run_search(session, SPACE, settings)
+
+
+def budget_wall_time(storage: str, workers: int, budget: int, measure_s: float) -> tuple[float, int]:
+    """Seconds for ``workers`` processes to finish ``budget`` configs, and configs measured twice."""
+    study = f"budget-{workers}-{time.time_ns()}"
+    go = mp.Event()
+    processes = [
+        mp.Process(target=_worker, args=(storage, study, budget, measure_s, seed, go))
+        for seed in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    time.sleep(3.0)  # imports and setup, outside the timed part
+    started = time.perf_counter()
+    go.set()
+    for process in processes:
+        process.join()
+        assert process.exitcode == 0, f"a worker failed (exit {process.exitcode})"
+    wall = time.perf_counter() - started
+    record = read_study(optuna.load_study(study_name=study, storage=storage))
+    counted = [t for t in record.trials if t.counted]
+    assert len(counted) == budget, f"{len(counted)} configs finished, budget {budget}"
+    points = [tuple(sorted(t.params.items())) for t in counted]
+    return wall, len(points) - len(set(points))
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} (min {min(values):.2f}, max {max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=16)
+    parser.add_argument("--measure-s", type=float, default=0.2, help="stand-in seconds per level")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-trials", type=int, default=100)
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    server = postgres_server()
+    postgres = next(server)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            sqlite = f"sqlite:///{Path(tmp) / 'bench.db'}"
+            for name, url in (("SQLite", sqlite), ("PostgreSQL", postgres)):
+                latency = ask_tell_latency(url, args.latency_trials)
+                trials = args.latency_trials
+                print(f"ask+tell per trial, {name}: {latency * 1e3:.1f} ms (median of {trials})")
+
+        walls: dict[int, list[float]] = {1: [], 2: [], 4: []}
+        duplicates = 0
+        for _ in range(args.repeats):
+            for workers in walls:
+                wall, twice = budget_wall_time(postgres, workers, args.budget, args.measure_s)
+                walls[workers].append(wall)
+                duplicates += twice
+        print(
+            f"\nbudget {args.budget} configs, STAND-IN measurement {args.measure_s}s per load level, "
+            f"PostgreSQL, {args.repeats} interleaved repeats:"
+        )
+        one = statistics.median(walls[1])
+        for workers, values in walls.items():
+            ratio = statistics.median(values) / one
+            target = {1: "", 2: " (target <= 0.55)", 4: " (target <= 0.30)"}[workers]
+            print(f"  {workers} worker(s): {spread(values)} s, {ratio:.2f}x one worker{target}")
+        print(f"  configs measured twice: {duplicates} (target 0)")
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

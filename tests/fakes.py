@@ -1,0 +1,107 @@
+"""A fake session on a modelled server: what the search uses of a session, no server.
+
+The search loop's tests drive it (the thing under test is the loop, not the measurement), and
+``bench/distributed.py`` uses it as a clearly labelled stand-in of fixed duration. Configs are
+real (the example model's config built by tritontune's own variant code); measurements follow a
+queueing model whose capacity grows with ``max_batch_size`` (see test_operating_point).
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.search.test_operating_point import measurement
+from tritontune.config.model_config import ModelConfig
+from tritontune.config.repository import ModelSource
+from tritontune.config.validate import TargetCapabilities
+from tritontune.config.variant import Variant, apply_variant
+from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.server.launcher import ServerInfo
+from tritontune.session import Workload
+
+
+class FakeLauncher:
+    owns_server = True
+
+    def __init__(self) -> None:
+        self.dead = False
+
+    def check_alive(self) -> None:
+        if self.dead:
+            raise ServerDiedError("tritonserver died (exit code -9)", "line 1\nline 2\nSegfault\n")
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "Segfault\n"
+
+
+class FakeSession:
+    """Just what the search uses of a session, on a modelled server.
+
+    ``kill`` maps a max_batch_size to how many times the server dies while measuring that config
+    (as if killed from outside, or crashed by it); ``refuse`` is a max_batch_size Triton refuses;
+    ``measure_delay_s`` makes each measured level take that long (a stand-in for real time).
+    """
+
+    def __init__(
+        self,
+        source: ModelSource,
+        kill: dict[int, int] | None = None,
+        refuse: int | None = None,
+        measure_delay_s: float = 0.0,
+    ) -> None:
+        self.source = source
+        self.name = source.name
+        self.workload = Workload()
+        self.info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TargetCapabilities(), "local")
+        self.launcher = FakeLauncher()
+        self.served = None
+        self.batch_dim_dynamic = True
+        self.last_switch_s: float | None = None
+        self.restarts = 0
+        self.kill = dict(kill or {})
+        self.refuse = refuse
+        self.loaded: ModelConfig | None = None
+        self.measured: list[int] = []
+        self.loads: list[int] = []
+        self.interrupt_after: int | None = None
+        self.baseline_measured = False
+        self.measure_delay_s = measure_delay_s
+
+    def build_config(self, variant: Variant) -> ModelConfig:
+        return apply_variant(self.source.base_config, variant)
+
+    def load_variant(self, variant: Variant) -> ModelConfig:
+        if self.launcher.dead:
+            raise ServerDiedError("not running")
+        config = self.build_config(variant)
+        self.baseline_measured |= variant == Variant()
+        if self.refuse is not None and config.max_batch_size == self.refuse:
+            raise ModelLoadError("failed to load 'mlp': refused")
+        self.loaded, self.last_switch_s = config, 0.01
+        self.loads.append(config.max_batch_size)
+        return config
+
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
+        assert self.loaded is not None
+        batch = self.loaded.max_batch_size or 1
+        if self.kill.get(batch, 0) > 0:
+            self.kill[batch] -= 1
+            self.launcher.dead = True
+            raise ServerError("inference failed: Socket closed")  # the death shows up later
+        time.sleep(self.measure_delay_s)
+        self.measured.append(batch)
+        if self.interrupt_after is not None and len(self.measured) > self.interrupt_after:
+            raise KeyboardInterrupt
+        capacity = 1000.0 * batch
+        throughput = min(load.value / 0.002, capacity)
+        return measurement(load, throughput, p99=1.5 * load.value / throughput)
+
+    def restart(self, *, reload: bool = True) -> None:
+        self.restarts += 1
+        self.launcher.dead = False
+        self.loaded = None
+
+    def server_ready(self) -> bool:
+        return not self.launcher.dead

@@ -1,0 +1,130 @@
+"""Workers sharing one study: real ``tritontune search`` processes, each with its own real
+tritonserver, on a real PostgreSQL server (tests/postgres.py) or SQLite.
+
+Budgets are small (4 configs of the example model, short windows): what is under test is the
+coordination (no config lost or measured twice, a killed worker's config finished by another),
+not the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tritontune.search.study import read_study
+
+pytestmark = pytest.mark.integration
+
+SPACE = """\
+max_batch_size: [8, 16, 32, 64]
+dynamic_batching: [true]
+max_queue_delay: [1ms]
+preferred_batch_size: [none]
+instance_count: [1]
+intra_op_thread_count: [1]
+inter_op_thread_count: [1]
+precision: [fp32]
+"""
+BUDGET = 4
+TIMEOUT_S = 300
+
+
+def start_worker(
+    example_repository: Path, tmp_path: Path, storage: str, study: str, seed: int
+) -> subprocess.Popen:
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
+            "--slo-p99", "50ms", "--trials", str(BUDGET), "--space", str(space),
+            "--study", study, "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
+            "--results", str(tmp_path / f"results-{seed}.json"),
+        ],
+        env={**os.environ, "TRITONTUNE_STORAGE": storage},  # the URL stays off the command line
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def finish(worker: subprocess.Popen, tmp_path: Path) -> None:
+    try:
+        code = worker.wait(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        raise
+    logs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("worker-*.log")))
+    assert code == 0, logs
+
+
+def shared_study(storage: str, study: str):
+    return read_study(optuna.load_study(study_name=study, storage=storage))
+
+
+def assert_budget_done_once(storage: str, study: str) -> None:
+    record = shared_study(storage, study)
+    counted = [t for t in record.trials if t.counted]
+    points = [tuple(sorted(t.params.items())) for t in counted]
+    assert len(counted) == BUDGET and len(set(points)) == BUDGET  # no config measured twice
+    assert not record.running
+    assert record.baseline is not None and record.best is not None
+    assert record.confirmed is not None and record.confirmed.trial == record.best.number
+
+
+def test_two_workers_finish_one_budget_on_postgresql(example_repository, tmp_path, postgres_url):
+    workers = [
+        start_worker(example_repository, tmp_path, postgres_url, "two-workers", seed) for seed in (1, 2)
+    ]
+    for worker in workers:
+        finish(worker, tmp_path)
+    assert_budget_done_once(postgres_url, "two-workers")
+    record = shared_study(postgres_url, "two-workers")
+    assert not record.lost
+    assert len({t.worker.pid for t in record.trials if t.counted and t.worker}) == 2  # both worked
+
+
+def wait_for_running_trial(storage: str, study: str, worker: subprocess.Popen) -> int:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and worker.poll() is None:
+        try:
+            for trial in shared_study(storage, study).running:
+                if trial.worker is not None and trial.worker.pid == worker.pid:
+                    return trial.number
+        except KeyError:  # the worker has not created the study yet
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the worker never started a trial (exit code {worker.poll()})")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_worker_killed_mid_trial_loses_nothing(
+    backend, example_repository, tmp_path, request: pytest.FixtureRequest
+):
+    """SIGKILL leaves the trial RUNNING in the study; the other worker (PostgreSQL), or the
+    same command run again (SQLite), finds its worker gone and measures that config."""
+    if backend == "sqlite":
+        storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    else:
+        storage = request.getfixturevalue("postgres_url")
+    study = f"killed-{backend}"
+    victim = start_worker(example_repository, tmp_path, storage, study, seed=1)
+    trial = wait_for_running_trial(storage, study, victim)
+    time.sleep(1.0)  # well inside the measurement
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    killed = shared_study(storage, study).trials[trial]
+    assert killed.state.name == "RUNNING"  # as SIGKILL leaves it
+
+    finish(start_worker(example_repository, tmp_path, storage, study, seed=2), tmp_path)
+    record = shared_study(storage, study)
+    assert [t.number for t in record.lost] == [trial]
+    redone = [t for t in record.trials if t.counted and t.params == killed.params]
+    assert len(redone) == 1 and redone[0].number > trial  # measured again, once
+    assert_budget_done_once(storage, study)
