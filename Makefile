@@ -69,6 +69,7 @@ integration: setup
 lint: setup
 	$(VENV)/bin/ruff check tritontune tests bench examples
 	$(VENV)/bin/ruff format --check tritontune tests bench examples
+	$(VENV)/bin/mypy
 
 format: setup
 	$(VENV)/bin/ruff check --fix tritontune tests bench examples

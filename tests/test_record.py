@@ -7,6 +7,7 @@ import yaml
 
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo, describe_host
+from tritontune.measure.loadgen import LoadMode
 from tritontune.record import (
     RECORD_FILE,
     RecordedLoad,
@@ -21,7 +22,7 @@ def make_record(**changes) -> TuningRecord:
     values = dict(
         model="mlp",
         slo_p99_ms=50.0,
-        load=RecordedLoad("concurrency", 12),
+        load=RecordedLoad(LoadMode.CONCURRENCY, 12),
         operating_point=RecordedPoint(throughput=1234.5, p50_ms=8.0, p99_ms=41.0, confirmed=True),
         knobs={"max_batch_size": 64, "dynamic_batching": True},
         config_sha256="ab" * 32,

@@ -244,7 +244,7 @@ def _record_for(
         model=pick.name,
         slo_p99_ms=study.identity.slo_p99_s * 1e3,
         load=RecordedLoad(
-            mode=LoadMode(point.load_mode).value,
+            mode=LoadMode(point.load_mode),
             value=point.load,
             batch_size=context.workload.batch_size,
             dynamic_dim=context.workload.dynamic_dim,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 import yaml
@@ -22,6 +22,7 @@ import yaml
 from tritontune import __version__
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.measure.loadgen import Arrival, LoadMode, LoadSpec
 from tritontune.yamlfile import read_yaml
 
 RECORD_FILE = "tritontune.lock.yaml"
@@ -108,16 +109,17 @@ _SCHEMA: dict[str, Any] = {
 class RecordedLoad:
     """The load a tuned config was measured at, and what each request carried."""
 
-    mode: Literal["concurrency", "rate"]
+    mode: LoadMode
     value: float
-    arrival: Literal["poisson", "constant"] = "poisson"
+    arrival: Arrival = Arrival.POISSON
     batch_size: int = 1
     dynamic_dim: int = 16
 
-    def label(self) -> str:
-        if self.mode == "concurrency":
-            return f"concurrency {self.value:g}"
-        return f"{self.value:,.0f} req/s ({self.arrival})"
+    def spec(self) -> LoadSpec:
+        """The load to apply again (``check``)."""
+        if self.mode == LoadMode.CONCURRENCY:
+            return LoadSpec.concurrency(int(self.value))
+        return LoadSpec.rate(self.value, self.arrival)
 
 
 @dataclass(frozen=True)
@@ -173,9 +175,9 @@ class TuningRecord:
             "tuned_from": self.tuned_from,
             "slo": {"p99_ms": self.slo_p99_ms},
             "load": {
-                "mode": self.load.mode,
+                "mode": self.load.mode.value,
                 "value": self.load.value,
-                **({"arrival": self.load.arrival} if self.load.mode == "rate" else {}),
+                **({"arrival": self.load.arrival.value} if self.load.mode == LoadMode.RATE else {}),
                 "batch_size": self.load.batch_size,
                 "dynamic_dim": self.load.dynamic_dim,
             },
@@ -213,9 +215,9 @@ class TuningRecord:
             model=data["model"],
             slo_p99_ms=float(data["slo"]["p99_ms"]),
             load=RecordedLoad(
-                mode=load["mode"],
+                mode=LoadMode(load["mode"]),
                 value=float(load["value"]),
-                arrival=load.get("arrival", "poisson"),
+                arrival=Arrival(load.get("arrival", Arrival.POISSON.value)),
                 batch_size=int(load.get("batch_size", 1)),
                 dynamic_dim=int(load.get("dynamic_dim", 16)),
             ),

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.config.onnx_model import onnx_io_problems, onnx_io_shapes
@@ -341,7 +342,7 @@ class TuningSession:
 def open_session(
     model_repository: Path,
     model: str,
-    **options,
+    **options: Any,
 ) -> TuningSession:
     """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet)."""
     return TuningSession(load_model_source(Path(model_repository), model), **options)

@@ -35,8 +35,10 @@ def test_capacity_plan_follows_littles_law():
     assert plan.replicas == math.ceil(5000 / 700) == 8
     text = " ".join(plan.lines())
     assert "1,000 infer/s" in text and "700 infer/s" in text and "needs 8 server(s)" in text
-    # Little's law checks out at the operating point itself: concurrency = throughput x mean latency
-    assert pytest.approx(20) == 1000 * 0.020
+    # At 100 % of a closed-loop operating point, the plan's requests in flight (L = lambda x W,
+    # W the mean latency) are the concurrency that was measured there.
+    consistent = op(throughput=1000.0, load=20.0, mean_ms=20.0)
+    assert plan_capacity(consistent, headroom=1.0).in_flight == pytest.approx(consistent.load)
 
 
 def test_older_studies_without_a_mean_use_p50():

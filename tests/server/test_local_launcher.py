@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import tritonserver_processes
 from tritontune.config.repository import WorkingRepository, load_model_source
 from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
+from tritontune.server.client import TritonClient
 from tritontune.server.local import SHM_DIR, LocalTritonLauncher
 from tritontune.server.remote import RemoteTriton
 
@@ -66,14 +67,17 @@ def test_dead_server_is_detected_and_restarted(tmp_path: Path):
     launcher = LocalTritonLauncher(tmp_path)
     with launcher:
         launcher.check_alive()
-        os.kill(launcher.pid, signal.SIGKILL)
+        killed = launcher.pid
+        os.kill(killed, signal.SIGKILL)
         time.sleep(0.5)
         with pytest.raises(ServerDiedError, match=r"tritonserver died \(exit code -9\)"):
             launcher.check_alive()
         info = launcher.restart()
         launcher.check_alive()
-        assert launcher.client().is_ready()
-        assert info.grpc_url == launcher.info.grpc_url
+        assert launcher.pid != killed and pid_alive(launcher.pid) and not pid_alive(killed)
+        client = TritonClient(info.grpc_url)  # the new server answers where restart() says
+        assert client.is_ready()
+        client.close()
 
 
 def test_port_in_use_is_a_clear_error(tmp_path: Path):

@@ -240,11 +240,7 @@ def _check_on_server(
             return
         if record is None:
             return
-        load = (
-            LoadSpec.concurrency(int(record.load.value))
-            if record.load.mode == "concurrency"
-            else LoadSpec.rate(record.load.value, record.load.arrival)
-        )
+        load = record.load.spec()
         try:
             _measure_rounds(session, load, record, check, settings, on_round)
         except (ServerDiedError, TritonTuneError) as err:
@@ -256,7 +252,14 @@ def _check_on_server(
 FIRST_ROUND_WARMUP_S = 3.0
 
 
-def _measure_rounds(session, load, record, check, settings, on_round) -> None:
+def _measure_rounds(
+    session: TuningSession,
+    load: LoadSpec,
+    record: TuningRecord,
+    check: ModelCheck,
+    settings: CheckSettings,
+    on_round: Callable[[str, int, Measurement], None] | None,
+) -> None:
     target = settings.min_rounds
     first = replace(settings.measure, warmup_s=max(FIRST_ROUND_WARMUP_S, settings.measure.warmup_s))
     while True:

@@ -78,7 +78,7 @@ throughput may fall {{ "%.0f" % (report.tolerance * 100) }} % below its record.
 |---|---|---|---|---|---|
 {% for m in report.models %}
 {% set p99 = by_name(m, "p99") %}{% set tput = by_name(m, "throughput") %}
-| {{ m.name }} | {{ m.record.load.label() if m.record else "-" }} \
+| {{ m.name }} | {{ m.record.load.spec().label() if m.record else "-" }} \
 | {{ ("%.2f ms (%g ms)" % (p99.measured * 1e3, m.record.slo_p99_ms)) if p99 else "-" }} \
 | {{ ("%.1f (%.1f) %+.1f %%" % (tput.measured, m.record.operating_point.throughput, \
 (tput.measured / m.record.operating_point.throughput - 1) * 100)) if tput else "-" }} \

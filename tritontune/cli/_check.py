@@ -113,7 +113,7 @@ def _print_report(report: CheckReport) -> None:
         recorded = record.operating_point.throughput if record else None
         table.add_row(
             m.name,
-            record.load.label() if record else "-",
+            record.load.spec().label() if record else "-",
             ms(p99.measured) if p99 else "-",
             f"{record.slo_p99_ms:g}" if record else "-",
             f"{tput.measured:,.1f}" if tput else "-",

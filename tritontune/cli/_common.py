@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -42,7 +43,7 @@ def _print_error(err: Exception) -> None:
 
 
 @contextmanager
-def user_errors():
+def user_errors() -> Iterator[None]:
     """Turn tritontune's errors into one red line and a non-zero exit; Ctrl-C into exit 130."""
     try:
         yield

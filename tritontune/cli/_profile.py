@@ -34,13 +34,13 @@ from tritontune.cli._common import (
 )
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
-from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.convert import check_precision
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.session import Workload, open_session
+from tritontune.session import TuningSession, Workload, open_session
 from tritontune.units import (
     parse_duration,
     parse_int_list,
@@ -63,9 +63,10 @@ def _loads(concurrency: str | None, request_rate: str | None, arrival: str) -> l
     if concurrency and request_rate:
         raise InputError("give --concurrency or --request-rate, not both")
     if request_rate:
-        if arrival not in ("poisson", "constant"):
-            raise InputError(f"--arrival: {arrival!r} is not one of poisson, constant")
-        return [LoadSpec.rate(r, arrival) for r in parse_rate_list(request_rate)]  # type: ignore[arg-type]
+        known = [a.value for a in Arrival]
+        if arrival not in known:
+            raise InputError(f"--arrival: {arrival!r} is not one of {', '.join(known)}")
+        return [LoadSpec.rate(r, Arrival(arrival)) for r in parse_rate_list(request_rate)]
     values = parse_int_list(concurrency or "1,4,16", what="--concurrency")
     return [LoadSpec.concurrency(n) for n in values]
 
@@ -200,7 +201,7 @@ def profile(
 
 
 def _profile_with_progress(
-    session, variant: Variant, loads: list[LoadSpec], accuracy_overrides: dict | None
+    session: TuningSession, variant: Variant, loads: list[LoadSpec], accuracy_overrides: dict | None
 ) -> ProfileResult:
     with progress_bar(BarColumn(), TextColumn("{task.completed}/{task.total} levels")) as progress:
         task = progress.add_task("loading config", total=len(loads))

@@ -10,13 +10,19 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from tritontune.errors import ConfigError
 
-ModelConfig = model_config_pb2.ModelConfig
+if TYPE_CHECKING:
+    # tritonclient ships its generated protobuf classes without type information: to the type
+    # checker a ModelConfig is Any (protobuf itself checks every field at run time).
+    ModelConfig: TypeAlias = Any
+else:
+    ModelConfig = model_config_pb2.ModelConfig
 
 #: Triton's data types as written in config.pbtxt, mapped from the short names used in metadata.
 DATA_TYPES = {

@@ -18,7 +18,7 @@ from tritontune.errors import ConfigError
 #: Triton's auto-complete default when a model can batch (tritonserver --default-max-batch-size).
 DEFAULT_MAX_BATCH_SIZE = 4
 
-_ONNX_TO_TRITON = {
+_ONNX_TO_TRITON: dict[int, str] = {
     TensorProto.FLOAT: "FP32",
     TensorProto.FLOAT16: "FP16",
     TensorProto.BFLOAT16: "BF16",
@@ -43,7 +43,7 @@ def _dims(value_info: onnx.ValueInfoProto) -> list[int]:
 
 
 def _triton_type(value_info: onnx.ValueInfoProto, path: Path) -> int:
-    elem = value_info.type.tensor_type.elem_type
+    elem = int(value_info.type.tensor_type.elem_type)
     if elem not in _ONNX_TO_TRITON:
         name = TensorProto.DataType.Name(elem) if elem in TensorProto.DataType.values() else elem
         raise ConfigError(f"{path}: tensor {value_info.name!r} has unsupported type {name}")

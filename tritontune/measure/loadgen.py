@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
@@ -53,6 +54,10 @@ class Arrival(str, Enum):
         return self.value
 
 
+if TYPE_CHECKING:  # tritonclient's generated gRPC stub has no type information
+    Stub: TypeAlias = Any
+else:
+    Stub = service_pb2_grpc.GRPCInferenceServiceStub
 #: Error kind recorded for an open-loop arrival dropped because too many requests were in flight.
 BACKLOG_ERROR = "CLIENT_BACKLOG"
 
@@ -155,7 +160,7 @@ class LoadGenerator:
                 await asyncio.gather(*drivers, return_exceptions=True)
         return log
 
-    async def _send(self, stub, log: RequestLog, index: int) -> str | None:
+    async def _send(self, stub: Stub, log: RequestLog, index: int) -> str | None:
         try:
             await stub.ModelInfer(
                 self.requests[index % len(self.requests)], timeout=self.request_timeout
@@ -167,7 +172,9 @@ class LoadGenerator:
                 log.error_examples[kind] = one_line(err.details() or "")
             return kind
 
-    async def _closed_worker(self, stub, log: RequestLog, stop: asyncio.Event, worker: int, cap: int):
+    async def _closed_worker(
+        self, stub: Stub, log: RequestLog, stop: asyncio.Event, worker: int, cap: int
+    ) -> None:
         index = worker
         while not stop.is_set() and len(log) < cap:
             start = time.perf_counter()
@@ -179,7 +186,7 @@ class LoadGenerator:
                 await asyncio.sleep(0.01)  # no server: don't spin on instant refusals
 
     async def _open_scheduler(
-        self, stub, log: RequestLog, stop: asyncio.Event, load: LoadSpec, cap: int
+        self, stub: Stub, log: RequestLog, stop: asyncio.Event, load: LoadSpec, cap: int
     ) -> None:
         """Arrivals come from a ticker thread: ``time.sleep`` wakes within tens of microseconds,
         while asyncio's timers round up to whole milliseconds, which would add client-side lag

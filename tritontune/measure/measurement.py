@@ -14,13 +14,15 @@ import contextlib
 import gc
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2
 
-from tritontune.measure.loadgen import LoadGenerator, LoadSpec, RequestLog
+from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadSpec, RequestLog, Stub
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
 from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
 
@@ -101,7 +103,11 @@ class Measurement:
 
     def to_dict(self) -> dict:
         return {
-            "load": {"mode": self.load.mode, "value": self.load.value, "arrival": self.load.arrival},
+            "load": {
+                "mode": self.load.mode.value,
+                "value": self.load.value,
+                "arrival": self.load.arrival.value,
+            },
             "batch_size": self.batch_size,
             "throughput_infer_per_s": round(self.throughput, 3),
             "request_rate_per_s": round(self.request_rate, 3),
@@ -153,7 +159,7 @@ def measure_load(
 
 
 @contextlib.contextmanager
-def _no_gc_pauses():
+def _no_gc_pauses() -> Iterator[None]:
     """Keep Python's cyclic GC out of the measured latencies.
 
     A full collection walks every object of the process; inside a big process (a search holds
@@ -174,7 +180,15 @@ def _no_gc_pauses():
         gc.collect()
 
 
-async def _measure(grpc_url, model, requests, load, batch_size, settings, seed) -> Measurement:
+async def _measure(
+    grpc_url: str,
+    model: str,
+    requests: list[Any],
+    load: LoadSpec,
+    batch_size: int,
+    settings: MeasureSettings,
+    seed: int | None,
+) -> Measurement:
     generator = LoadGenerator(
         grpc_url,
         requests,
@@ -186,14 +200,14 @@ async def _measure(grpc_url, model, requests, load, batch_size, settings, seed) 
     windows: list[WindowSummary] = []
     started = time.perf_counter()
 
-    async def snapshot(stub) -> ModelStatsSnapshot | None:
+    async def snapshot(stub: Stub) -> ModelStatsSnapshot | None:
         try:
             reply = await stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=model), timeout=5)
         except grpc.aio.AioRpcError:
             return None
         return snapshot_from_statistics(reply)
 
-    async def controller(log: RequestLog, stub) -> None:
+    async def controller(log: RequestLog, stub: Stub) -> None:
         deadline = started + settings.time_cap()
         await asyncio.sleep(settings.warmup_s)
         edges.append(_Edge(time.perf_counter(), len(log), await snapshot(stub)))
@@ -250,7 +264,16 @@ def _window(log: RequestLog, first: _Edge, last: _Edge, batch_size: int) -> Wind
     )
 
 
-def _summarize(log, first, last, windows, load, batch_size, stable, started) -> Measurement:
+def _summarize(
+    log: RequestLog,
+    first: _Edge,
+    last: _Edge,
+    windows: list[WindowSummary],
+    load: LoadSpec,
+    batch_size: int,
+    stable: bool,
+    started: float,
+) -> Measurement:
     duration = max(last.at - first.at, 1e-9)
     ok, span_errors = _span(log, first, last)
     errors = Counter(err for err in span_errors if err is not None)
@@ -258,7 +281,7 @@ def _summarize(log, first, last, windows, load, batch_size, stable, started) -> 
     if first.stats is not None and last.stats is not None:
         server = ServerSplit.from_delta(last.stats - first.stats)
     lag = None
-    if load.mode == "rate" and log.send_lag:
+    if load.mode == LoadMode.RATE and log.send_lag:
         lag = float(np.percentile(log.send_lag, 99, method="higher"))
     return Measurement(
         load=load,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import optuna
@@ -160,7 +161,7 @@ def render_report(data: ReportData, study: optuna.Study) -> str:
     )
 
 
-def write_report(study: optuna.Study, path: Path, **options) -> ReportData:
+def write_report(study: optuna.Study, path: Path, **options: Any) -> ReportData:
     """Collect ``study``'s figures (see :func:`collect`) and write the HTML report to ``path``."""
     data = collect(read_study(study), **options)
     Path(path).write_text(render_report(data, study), encoding="utf-8")

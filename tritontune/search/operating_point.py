@@ -136,7 +136,7 @@ def meets_slo(m: Measurement, slo_p99_s: float) -> bool:
         return False
     if m.error_count / total > MAX_ERROR_RATE:
         return False
-    if m.load.mode == "rate" and m.request_rate < MIN_RATE_ACHIEVED * m.load.value:
+    if m.load.mode == LoadMode.RATE and m.request_rate < MIN_RATE_ACHIEVED * m.load.value:
         return False
     return m.latency.p99 <= slo_p99_s
 

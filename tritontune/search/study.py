@@ -541,8 +541,9 @@ def save_worker(trial: optuna.Trial, worker: WorkerId) -> None:
 @contextmanager
 def heartbeat(study: optuna.Study, trial: optuna.Trial) -> Iterator[None]:
     """Send the trial's heartbeats while the block runs (a storage without heartbeats: none)."""
-    storage = study._storage  # Optuna keeps the study's storage private; heartbeats need it
-    interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+    # Optuna keeps the study's storage private (a cache around the RDB storage); heartbeats need it.
+    storage: Any = study._storage
+    interval = storage.get_heartbeat_interval() if hasattr(storage, "record_heartbeat") else None
     if interval is None:
         yield
         return

@@ -9,6 +9,7 @@ The request hot path (load generation) lives in :mod:`tritontune.measure`.
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,7 @@ class TritonClient:
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, what: str, fn, *args, **kwargs) -> Any:
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except InferenceServerException as err:

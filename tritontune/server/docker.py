@@ -24,6 +24,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from tritontune.errors import ServerDiedError, ServerError
 from tritontune.server.launcher import (
@@ -56,13 +58,13 @@ class DockerSettings:
     response_cache_bytes: int = 64 * 1024 * 1024
 
 
-def _docker():
+def _docker() -> ModuleType:
     import docker  # the SDK is the ``gpu`` extra: imported only when docker is asked for
 
     return docker
 
 
-def docker_client():
+def docker_client() -> Any:  # docker.DockerClient (the SDK has no type information)
     """A client for the local engine, or a :class:`ServerError` that says what is missing."""
     try:
         docker = _docker()
@@ -93,7 +95,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_containers(client) -> list[str]:
+def remove_stale_containers(client: Any) -> list[str]:
     """Remove tritontune's containers whose tritontune process (on this host) is gone."""
     removed = []
     for container in client.containers.list(all=True, filters={"label": LABEL}):
@@ -125,8 +127,9 @@ class DockerTritonLauncher(TritonLauncher):
         self.mounts = tuple(Path(m).resolve() for m in mounts)
         self.log_path = Path(log_path) if log_path else None
         self.stale_removed: list[str] = []
-        self._client = None
-        self._container = None
+        # The Docker SDK has no type information: a DockerClient and a Container.
+        self._client: Any = None
+        self._container: Any = None
         self._reaper: subprocess.Popen | None = None
         self._info: ServerInfo | None = None
 
@@ -296,7 +299,7 @@ class DockerTritonLauncher(TritonLauncher):
             return ""
 
 
-def _gpu_request(gpus: str):
+def _gpu_request(gpus: str) -> Any:  # docker.types.DeviceRequest
     docker = _docker()
     if gpus.strip().lower() == "all":
         return docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])
