@@ -19,9 +19,10 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.workload import Workload
 from tritontune.precision.convert import DEFAULT_PRECISIONS
 from tritontune.precision.prepare import prepare_precisions
-from tritontune.session import TuningSession, Workload
+from tritontune.session import TuningSession
 from tritontune.units import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,24 @@ def tritonserver_processes() -> list[str]:
         for line in out.splitlines()
         if ("bin/tritonserver" in line or "triton_python_backend_stub" in line) and "ps -eo" not in line
     ]
+
+
+def orphaned_stubs(within_s: float = 5.0) -> list[str]:
+    """Python backend stubs of a tritontune server left without their server (re-parented to
+    init), after giving a reaper ``within_s`` to act."""
+    deadline = time.monotonic() + within_s
+    while True:
+        out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+        found = [
+            line.strip()
+            for line in out.splitlines()[1:]
+            if "triton_python_backend_stub" in line
+            and "tritontune-server-" in line
+            and line.split()[1] == "1"
+        ]
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True)

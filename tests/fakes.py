@@ -18,8 +18,8 @@ from tritontune.config.variant import Variant, apply_variant
 from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.workload import Workload
 from tritontune.server.launcher import ServerInfo
-from tritontune.session import Workload
 
 
 class FakeLauncher:
@@ -97,6 +97,14 @@ class FakeSession:
         capacity = 1000.0 * batch
         throughput = min(load.value / 0.002, capacity)
         return measurement(load, throughput, p99=1.5 * load.value / throughput)
+
+    def measure_with_restart(
+        self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None
+    ) -> tuple[Measurement, int]:
+        return self.measure(load, settings), 0
+
+    def prepare_precisions(self, precisions, *, tolerance_overrides=None):
+        raise AssertionError("the fake session has no precision variants")
 
     def restart(self, *, reload: bool = True) -> None:
         self.restarts += 1

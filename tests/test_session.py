@@ -12,7 +12,9 @@ from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
-from tritontune.session import TuningSession, Workload
+from tritontune.measure.workload import Workload
+from tritontune.server.factory import LaunchKind, LaunchSettings
+from tritontune.session import Session, TuningSession
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +56,11 @@ def test_client_batch_above_max_batch_size(example_repository: Path):
 def test_remote_session_leaves_the_server_as_found(example_repository: Path, tmp_path: Path):
     source = load_model_source(example_repository, "mlp")
     with TuningSession(source, settings=FAST) as owner:  # plays "somebody else's server"
-        with TuningSession(source, launch="remote", url=owner.info.grpc_url, settings=FAST) as remote:
+        with TuningSession(
+            source,
+            launch=LaunchSettings(LaunchKind.REMOTE, url=owner.info.grpc_url),
+            settings=FAST,
+        ) as remote:
             # the remote server only knows its own repository; its served config is used as is
             remote.served = owner.served
             remote.load_variant(Variant(instance_count=2))
@@ -63,3 +69,10 @@ def test_remote_session_leaves_the_server_as_found(example_repository: Path, tmp
         # the model was not loaded before tritontune came: it is unloaded again
         assert not owner.client.is_model_ready("mlp")
         owner.launcher.check_alive()
+
+
+def test_the_fake_session_of_the_tests_is_a_session(example_repository: Path):
+    """The jobs are tested with tests/fakes.py's session: it must offer what a session does."""
+    from tests.fakes import FakeSession
+
+    assert isinstance(FakeSession(load_model_source(example_repository, "mlp")), Session)

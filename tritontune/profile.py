@@ -16,7 +16,7 @@ from tritontune.config.variant import FP32, Variant, describe_config
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement
-from tritontune.session import TuningSession
+from tritontune.session import Session
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class ProfileResult:
 
 
 def run_profile(
-    session: TuningSession,
+    session: Session,
     variant: Variant,
     loads: list[LoadSpec],
     *,

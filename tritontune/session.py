@@ -3,7 +3,12 @@
 ``profile``, ``search`` and ``check`` all work through this. It owns the server's lifetime (through
 its launcher), the private working repository the server reads, and the prepared request payloads.
 Configs are switched by reloading the model with a config override; the server is restarted only
-when it died (:meth:`restart`).
+when it died (:meth:`restart`, the one place that restarts it).
+
+The session only orchestrates: which server is :func:`tritontune.server.factory.make_launcher`'s
+job, which config a variant becomes is :class:`tritontune.config.builder.ConfigBuilder`'s, and
+what requests carry is :mod:`tritontune.measure.workload`'s. ``search``, ``profile`` and ``check``
+depend on the small :class:`Session` protocol, so a test drives them with a fake.
 """
 
 from __future__ import annotations
@@ -11,13 +16,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig
-from tritontune.config.onnx_model import onnx_io_problems, onnx_io_shapes
 from tritontune.config.repository import (
     ONNX_BACKEND,
     ModelSource,
@@ -25,34 +29,59 @@ from tritontune.config.repository import (
     WorkingRepository,
     load_model_source,
 )
-from tritontune.config.validate import validate_config
-from tritontune.config.variant import FP32, Variant, apply_variant, variant_filename
-from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
-from tritontune.measure.inputs import (
-    build_requests,
-    input_specs,
-    read_input_data,
-    synthesize_payloads,
-)
+from tritontune.config.variant import FP32, Variant, variant_filename
+from tritontune.errors import InputError, ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
+from tritontune.measure.workload import Workload, prepare_requests
 from tritontune.precision.convert import cache_dir as precision_cache_dir
 from tritontune.precision.prepare import PrecisionCheck, prepare_precisions
 from tritontune.server.client import TritonClient
-from tritontune.server.docker import DockerSettings, DockerTritonLauncher
+from tritontune.server.factory import LaunchSettings, make_launcher
 from tritontune.server.launcher import ServerInfo, TritonLauncher
-from tritontune.server.local import LocalTritonLauncher
-from tritontune.server.remote import RemoteTriton
 
 
-@dataclass(frozen=True)
-class Workload:
-    """What each request carries."""
+@runtime_checkable
+class Session(Protocol):
+    """What ``search``, ``profile`` and ``check`` use of a session: one model on one server.
 
-    batch_size: int = 1
-    input_data: Path | None = None
-    dynamic_dim: int = 16
-    seed: int = 0
+    :class:`TuningSession` is the real one; tests drive the jobs with a fake on a modelled server
+    (tests/fakes.py), so the jobs' logic is tested without a server.
+    """
+
+    source: ModelSource
+    workload: Workload
+    launcher: TritonLauncher
+    served: ServedModel | None
+    restarts: int
+    last_switch_s: float | None
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def info(self) -> ServerInfo: ...
+
+    @property
+    def batch_dim_dynamic(self) -> bool: ...
+
+    def build_config(self, variant: Variant) -> ModelConfig: ...
+
+    def load_variant(self, variant: Variant) -> ModelConfig: ...
+
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement: ...
+
+    def measure_with_restart(
+        self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None
+    ) -> tuple[Measurement, int]: ...
+
+    def restart(self, *, reload: bool = True) -> None: ...
+
+    def server_ready(self) -> bool: ...
+
+    def prepare_precisions(
+        self, precisions: list[str], *, tolerance_overrides: dict[str, float] | None = None
+    ) -> dict[str, PrecisionCheck]: ...
 
 
 class TuningSession:
@@ -62,13 +91,10 @@ class TuningSession:
         self,
         source: ModelSource,
         *,
-        launch: str = "local",
-        url: str | None = None,
-        tritonserver: Path | str | None = None,
+        launch: LaunchSettings | None = None,
         workload: Workload | None = None,
         settings: MeasureSettings | None = None,
         work_dir: Path | None = None,
-        docker: DockerSettings | None = None,
     ) -> None:
         self.source = source
         self.workload = workload or Workload()
@@ -77,21 +103,12 @@ class TuningSession:
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tritontune-"))
         self.repository = WorkingRepository(self.work_dir / "repository")
         self.log_path = self.work_dir / "tritonserver.log"
-        if launch == "local":
-            self.launcher: TritonLauncher = LocalTritonLauncher(
-                self.repository.root, binary=tritonserver, log_path=self.log_path
-            )
-        elif launch == "docker":
-            self.launcher = DockerTritonLauncher(
-                self.repository.root,
-                docker or DockerSettings(),
-                mounts=self._linked_directories(),
-                log_path=self.log_path,
-            )
-        elif launch == "remote":
-            self.launcher = RemoteTriton(url or "")
-        else:
-            raise InputError(f"--launch: {launch!r} is not one of local, docker, remote")
+        self.launcher = make_launcher(
+            launch or LaunchSettings(),
+            self.repository.root,
+            log_path=self.log_path,
+            mounts=self._linked_directories,
+        )
         self.served: ServedModel | None = None
         self.client: TritonClient | None = None
         self.tuned_config: ModelConfig | None = None
@@ -99,9 +116,9 @@ class TuningSession:
         self.restarts = 0
         self.precisions: dict[str, PrecisionCheck] = {}
         """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
-        self._requests: list = []
+        self._builder: ConfigBuilder | None = None
+        self._requests: list[Any] = []
         self._was_loaded_remotely = False
-        self._onnx_shapes = onnx_io_shapes(source.model_file) if source.backend == ONNX_BACKEND else None
 
     def _linked_directories(self) -> tuple[Path, ...]:
         """Where the working repository's links lead (the user's model files, the precision
@@ -121,11 +138,18 @@ class TuningSession:
         return self.launcher.info
 
     @property
+    def builder(self) -> ConfigBuilder:
+        """Configs for this model on this server (known once the server is up)."""
+        if self._builder is None:
+            self._builder = ConfigBuilder(
+                self.source, self.info.capabilities, batch_size=self.workload.batch_size
+            )
+        return self._builder
+
+    @property
     def batch_dim_dynamic(self) -> bool:
         """Whether the model file takes any batch size (an ONNX graph with a dynamic first dim)."""
-        if self._onnx_shapes is None:
-            return False
-        return all(shape and shape[0] < 0 for shape in self._onnx_shapes.values())
+        return self.builder.batch_dim_dynamic
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> TuningSession:
@@ -233,23 +257,14 @@ class TuningSession:
                 filename = variant_filename(self.source.model_file.name, precision)
                 self.repository.add_file(self.source, filename, check.path)
         self.precisions.update(checks)
+        self.builder.allow_precisions(
+            {p: None if check.accepted else check.reason for p, check in checks.items()}
+        )
         return checks
 
     def build_config(self, variant: Variant) -> ModelConfig:
         """The tuned config for ``variant`` (the user's backend), validated for this server."""
-        if variant.precision not in (None, FP32):
-            check = self.precisions.get(variant.precision)
-            if check is None or not check.accepted:
-                why = check.reason if check else "not prepared (TuningSession.prepare_precisions)"
-                raise ConfigError(f"precision {variant.precision!r} of {self.name!r}: {why}")
-        config = apply_variant(self.source.base_config, variant)
-        validate_config(config, self.info.capabilities)
-        if self._onnx_shapes is not None:
-            problems = onnx_io_problems(config, self._onnx_shapes, self.source.model_file.name)
-            if problems:
-                raise ConfigError(f"config of {self.name!r}: " + "; ".join(problems))
-        self._check_batch_size(config)
-        return config
+        return self.builder.build(variant)
 
     def load_variant(self, variant: Variant) -> ModelConfig:
         """Validate ``variant`` and switch the running model to it; returns the tuned config."""
@@ -269,36 +284,11 @@ class TuningSession:
         self.tuned_config = config
         self._prepare_requests(config)
 
-    def _check_batch_size(self, config: ModelConfig) -> None:
-        batch = self.workload.batch_size
-        if config.max_batch_size == 0 and batch > 1:
-            raise InputError(
-                f"--batch-size {batch}: model {self.name!r} has max_batch_size 0 and takes no batch"
-            )
-        if config.max_batch_size and batch > config.max_batch_size:
-            raise InputError(
-                f"--batch-size {batch} exceeds max_batch_size {config.max_batch_size} "
-                f"of model {self.name!r}"
-            )
-
     def _prepare_requests(self, config: ModelConfig) -> None:
         assert self.client is not None
+        metadata = self.client.model_metadata(self.name)
         batching = config.max_batch_size > 0
-        specs = input_specs(self.client.model_metadata(self.name), batching)
-        work = self.workload
-        if work.input_data is not None:
-            payloads = read_input_data(
-                work.input_data, specs, batch_size=work.batch_size, batching=batching
-            )
-        else:
-            payloads = synthesize_payloads(
-                specs,
-                batch_size=work.batch_size,
-                batching=batching,
-                dynamic_dim=work.dynamic_dim,
-                seed=work.seed,
-            )
-        self._requests = build_requests(self.name, payloads, specs)
+        self._requests = prepare_requests(self.name, metadata, self.workload, batching=batching)
 
     # -- measuring ---------------------------------------------------------------------------
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
@@ -339,10 +329,6 @@ class TuningSession:
         raise AssertionError("unreachable")
 
 
-def open_session(
-    model_repository: Path,
-    model: str,
-    **options: Any,
-) -> TuningSession:
+def open_session(model_repository: Path, model: str, **options: Any) -> TuningSession:
     """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet)."""
     return TuningSession(load_model_source(Path(model_repository), model), **options)

@@ -22,6 +22,7 @@ from tritontune.errors import ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.server.docker import LABEL, PID_LABEL, DockerSettings, DockerTritonLauncher
+from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.session import TuningSession
 
 pytestmark = pytest.mark.integration
@@ -67,7 +68,9 @@ def nothing_left_behind(request):
 def test_a_session_measures_through_the_container(engine, image, example_repository: Path):
     source = load_model_source(example_repository, "mlp")
     settings = DockerSettings(image=image)
-    with TuningSession(source, launch="docker", docker=settings, settings=FAST) as session:
+    with TuningSession(
+        source, launch=LaunchSettings(LaunchKind.DOCKER, docker=settings), settings=FAST
+    ) as session:
         info = session.info
         assert info.launch == "docker" and info.version == "2.51.0"
         assert "python" in info.capabilities.backends  # read from inside the image

@@ -53,7 +53,7 @@ def test_open_loop_holds_the_rate(session: TuningSession):
 
 
 def test_client_batch_size_counts_inferences(example_repository: Path):
-    from tritontune.session import Workload
+    from tritontune.measure.workload import Workload
 
     source = load_model_source(example_repository, "mlp")
     with TuningSession(source, settings=FAST, workload=Workload(batch_size=8)) as s:

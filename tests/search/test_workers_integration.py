@@ -18,6 +18,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tests.conftest import orphaned_stubs
 from tritontune.search.study import read_study
 
 pytestmark = pytest.mark.integration
@@ -121,6 +122,7 @@ def test_a_worker_killed_mid_trial_loses_nothing(
     victim.wait(timeout=30)
     killed = shared_study(storage, study).trials[trial]
     assert killed.state.name == "RUNNING"  # as SIGKILL leaves it
+    assert orphaned_stubs() == []  # the killed worker's server went, and its backend stubs too
 
     finish(start_worker(example_repository, tmp_path, storage, study, seed=2), tmp_path)
     record = shared_study(storage, study)

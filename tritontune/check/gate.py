@@ -28,9 +28,10 @@ from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.workload import Workload
 from tritontune.record import INPUT_DATA_FILE, RECORD_FILE, TuningRecord, read_record
-from tritontune.server.docker import DockerSettings
-from tritontune.session import TuningSession, Workload
+from tritontune.server.factory import LaunchSettings
+from tritontune.session import Session, TuningSession
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
 CHECK_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=6)
@@ -43,10 +44,7 @@ class CheckSettings:
     min_rounds: int = 3
     max_rounds: int = 5
     measure: MeasureSettings = CHECK_MEASURE
-    launch: str = "local"
-    url: str | None = None
-    tritonserver: Path | None = None
-    docker: DockerSettings | None = None
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
 
 
 @dataclass
@@ -221,9 +219,6 @@ def _check_on_server(
     session = TuningSession(
         source,
         launch=settings.launch,
-        url=settings.url,
-        tritonserver=settings.tritonserver,
-        docker=settings.docker,
         workload=workload,
         settings=settings.measure,
     )
@@ -253,7 +248,7 @@ FIRST_ROUND_WARMUP_S = 3.0
 
 
 def _measure_rounds(
-    session: TuningSession,
+    session: Session,
     load: LoadSpec,
     record: TuningRecord,
     check: ModelCheck,

@@ -20,8 +20,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-#: A level fails when more than this fraction of its requests fail (as in the search).
-MAX_ERROR_RATE = 0.01
+from tritontune.measure.measurement import MAX_ERROR_RATE
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from tritontune.cli._common import (
     UrlOption,
     app,
     console,
-    docker_settings,
     err_console,
+    launch_settings,
     ms,
     progress_bar,
     user_errors,
@@ -60,10 +60,7 @@ def check(
             min_rounds=rounds,
             max_rounds=rounds + 2,
             measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
-            launch=launch,
-            url=url,
-            tritonserver=tritonserver,
-            docker=docker_settings(image, gpus, shm_size),
+            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
         )
         report = _check_with_progress(repository, settings)
         _print_report(report)

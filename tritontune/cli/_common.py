@@ -24,6 +24,7 @@ from tritontune import __version__
 from tritontune.errors import ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import AccuracyFigures
 from tritontune.server.docker import DockerSettings
+from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.session import TuningSession
 
 app = typer.Typer(
@@ -143,14 +144,27 @@ def progress_bar(*columns: ProgressColumn) -> Progress:
     )
 
 
-def docker_settings(image: str, gpus: str | None, shm_size: str) -> DockerSettings:
-    return DockerSettings(image=image, gpus=gpus, shm_size=shm_size)
+def launch_settings(
+    launch: str,
+    url: str | None,
+    image: str,
+    gpus: str | None,
+    shm_size: str,
+    tritonserver: Path | None,
+) -> LaunchSettings:
+    """The launch options every server command shares, as one :class:`LaunchSettings`."""
+    return LaunchSettings(
+        kind=LaunchKind.parse(launch),
+        url=url,
+        tritonserver=tritonserver,
+        docker=DockerSettings(image=image, gpus=gpus, shm_size=shm_size),
+    )
 
 
 def print_server(session: TuningSession) -> None:
     info = session.info
-    for name in getattr(session.launcher, "stale_removed", []):
-        err_console.print(f"removed container {name}, left by a tritontune that crashed")
+    for notice in session.launcher.notices():
+        err_console.print(notice, highlight=False)
     err_console.print(
         f"tritonserver {info.version} ({info.launch}, gRPC {info.grpc_url})", highlight=False
     )

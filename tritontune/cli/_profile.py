@@ -25,8 +25,8 @@ from tritontune.cli._common import (
     accuracy_text,
     app,
     console,
-    docker_settings,
     err_console,
+    launch_settings,
     ms,
     print_server,
     progress_bar,
@@ -36,11 +36,12 @@ from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.workload import Workload
 from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.convert import check_precision
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.session import TuningSession, Workload, open_session
+from tritontune.session import TuningSession, open_session
 from tritontune.units import (
     parse_duration,
     parse_int_list,
@@ -175,10 +176,7 @@ def profile(
         session = open_session(
             model_repository,
             model,
-            launch=launch,
-            url=url,
-            tritonserver=tritonserver,
-            docker=docker_settings(image, gpus, shm_size),
+            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
             workload=workload,
             settings=settings,
         )

@@ -29,8 +29,8 @@ from tritontune.cli._common import (
     accuracy_text,
     app,
     console,
-    docker_settings,
     err_console,
+    launch_settings,
     ms,
     print_server,
     progress_bar,
@@ -40,6 +40,7 @@ from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_option
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.workload import Workload
 from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
@@ -57,7 +58,7 @@ from tritontune.search.optimize import (
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.session import TuningSession, Workload, open_session
+from tritontune.session import TuningSession, open_session
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -137,10 +138,7 @@ def search(
         session = open_session(
             model_repository,
             model,
-            launch=launch,
-            url=url,
-            tritonserver=tritonserver,
-            docker=docker_settings(image, gpus, shm_size),
+            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
             workload=Workload(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,
         )

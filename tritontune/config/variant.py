@@ -42,6 +42,9 @@ class Precision(str, Enum):
     def __str__(self) -> str:  # f-strings and str() give the value on every Python
         return self.value
 
+    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
+        return str.__hash__(self)
+
 
 FP32 = Precision.FP32
 FP16_IO = Precision.FP16_IO

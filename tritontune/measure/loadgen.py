@@ -43,6 +43,9 @@ class LoadMode(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
+        return str.__hash__(self)
+
 
 class Arrival(str, Enum):
     """How open-loop arrivals are spaced."""
@@ -52,6 +55,9 @@ class Arrival(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
+        return str.__hash__(self)
 
 
 if TYPE_CHECKING:  # tritonclient's generated gRPC stub has no type information

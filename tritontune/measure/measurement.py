@@ -26,6 +26,10 @@ from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadSpec, Reques
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
 from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
 
+#: A load level whose share of failed requests is above this did not serve its load: the search
+#: does not count it as meeting the SLO, and ``check`` fails a model over it. Defined once here.
+MAX_ERROR_RATE = 0.01
+
 
 @dataclass(frozen=True)
 class MeasureSettings:

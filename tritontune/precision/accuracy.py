@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
+from tritontune.config.variant import Precision
 from tritontune.errors import InputError
 
 Batch = dict[str, np.ndarray]
@@ -79,10 +80,10 @@ class Tolerance:
 
 #: Defaults per precision: FP16 should be nearly exact, INT8 close.
 DEFAULT_TOLERANCES = {
-    "fp16": Tolerance(),
-    "fp16_io": Tolerance(),
-    "int8_dynamic": Tolerance(min_cosine=0.99, min_top1=0.95, max_relative_error=0.10),
-    "int8_static": Tolerance(min_cosine=0.99, min_top1=0.95, max_relative_error=0.10),
+    Precision.FP16: Tolerance(),
+    Precision.FP16_IO: Tolerance(),
+    Precision.INT8_DYNAMIC: Tolerance(min_cosine=0.99, min_top1=0.95, max_relative_error=0.10),
+    Precision.INT8_STATIC: Tolerance(min_cosine=0.99, min_top1=0.95, max_relative_error=0.10),
 }
 
 _TOLERANCE_KEYS = {
@@ -116,7 +117,8 @@ def parse_tolerance(text: str, *, what: str = "--accuracy") -> dict[str, float]:
 
 
 def tolerance_for(precision: str, overrides: dict[str, float] | None = None) -> Tolerance:
-    return replace(DEFAULT_TOLERANCES.get(precision, Tolerance()), **(overrides or {}))
+    default = DEFAULT_TOLERANCES.get(Precision(precision), Tolerance())
+    return replace(default, **(overrides or {}))
 
 
 def _session(model: Path) -> onnxruntime.InferenceSession:

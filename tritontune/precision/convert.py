@@ -23,15 +23,18 @@ import onnx
 import onnxruntime
 
 from tritontune.config.repository import file_sha256
-from tritontune.config.variant import FP32, variant_filename
+from tritontune.config.variant import FP32, Precision
 from tritontune.errors import InputError
 
-__all__ = ["FP32", "PRECISIONS", "DEFAULT_PRECISIONS", "build_variant", "variant_filename"]
-
 #: Every precision tritontune can build, in the order they are shown.
-PRECISIONS = (FP32, "fp16", "fp16_io", "int8_dynamic", "int8_static")
+PRECISIONS = tuple(Precision)
 #: Those a search tries by default (``fp16_io`` changes what clients send: opt in with a space file).
-DEFAULT_PRECISIONS = (FP32, "fp16", "int8_dynamic", "int8_static")
+DEFAULT_PRECISIONS = (
+    Precision.FP32,
+    Precision.FP16,
+    Precision.INT8_DYNAMIC,
+    Precision.INT8_STATIC,
+)
 
 Batch = dict[str, np.ndarray]
 
@@ -46,11 +49,13 @@ def cache_dir() -> Path:
     return Path(root) / "precision"
 
 
-def check_precision(name: str) -> str:
-    value = str(name).strip().lower()
-    if value not in PRECISIONS:
-        raise InputError(f"precision {name!r} is not one of {', '.join(PRECISIONS)}")
-    return value
+def check_precision(name: str) -> Precision:
+    """``name`` as a :class:`Precision`, or a one-line error listing the valid ones."""
+    try:
+        return Precision(str(name).strip().lower())
+    except ValueError:
+        known = ", ".join(p.value for p in Precision)
+        raise InputError(f"precision {name!r} is not one of {known}") from None
 
 
 def _calibration_digest(batches: Sequence[Batch]) -> str:
@@ -73,7 +78,7 @@ def build_variant(
     precision = check_precision(precision)
     if precision == FP32:
         return Path(model)
-    if precision == "int8_static" and not calibration:
+    if precision == Precision.INT8_STATIC and not calibration:
         raise InputError("int8_static needs calibration inputs")
     key = hashlib.sha256(
         "|".join(
@@ -81,7 +86,7 @@ def build_variant(
                 file_sha256(model),
                 precision,
                 onnxruntime.__version__,
-                _calibration_digest(calibration) if precision == "int8_static" else "",
+                _calibration_digest(calibration) if precision == Precision.INT8_STATIC else "",
             )
         ).encode()
     ).hexdigest()[:32]
@@ -104,15 +109,17 @@ def build_variant(
 
 
 def _convert(model: Path, out: Path, precision: str, calibration: Sequence[Batch]) -> None:
-    if precision in ("fp16", "fp16_io"):
+    if precision in (Precision.FP16, Precision.FP16_IO):
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
-        converted = convert_float_to_float16(onnx.load(str(model)), keep_io_types=precision == "fp16")
+        converted = convert_float_to_float16(
+            onnx.load(str(model)), keep_io_types=precision == Precision.FP16
+        )
         onnx.save(converted, str(out))
         return
     from onnxruntime.quantization import QuantType, quantize_dynamic, quantize_static
 
-    if precision == "int8_dynamic":
+    if precision == Precision.INT8_DYNAMIC:
         quantize_dynamic(model, out, weight_type=QuantType.QInt8)
     else:
         quantize_static(

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tritontune.measure.loadgen import LoadMode, LoadSpec
-from tritontune.measure.measurement import Measurement
+from tritontune.measure.measurement import MAX_ERROR_RATE, Measurement
 
-MAX_ERROR_RATE = 0.01
 MIN_RATE_ACHIEVED = 0.90
 SATURATION_GAIN = 0.03
 

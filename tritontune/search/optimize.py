@@ -83,7 +83,7 @@ from tritontune.search.study import (
     tell_surplus,
     trials_ahead,
 )
-from tritontune.session import TuningSession
+from tritontune.session import Session
 
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
 #: the minimum of replies per window still hold.
@@ -310,7 +310,7 @@ def make_sampler(settings: SearchSettings) -> optuna.samplers.BaseSampler:
 
 
 def run_search(
-    session: TuningSession,
+    session: Session,
     space: SearchSpace,
     settings: SearchSettings,
     progress: SearchProgress | None = None,
@@ -389,7 +389,7 @@ def _run_trial(
     study: optuna.Study,
     trial: optuna.Trial,
     point: dict[str, Any],
-    session: TuningSession,
+    session: Session,
     space: SearchSpace,
     settings: SearchSettings,
 ) -> None:
@@ -419,7 +419,7 @@ class _ConfigFailed(Exception):
 
 
 def _measure_config(
-    session: TuningSession, variant: Variant, settings: SearchSettings
+    session: Session, variant: Variant, settings: SearchSettings
 ) -> tuple[OperatingPoint, int]:
     """The config's operating point and how often the server died on the way.
 
@@ -446,7 +446,7 @@ def _measure_config(
                 ) from None
 
 
-def _server_fault(session: TuningSession, err: ServerError) -> ServerDiedError | None:
+def _server_fault(session: Session, err: ServerError) -> ServerDiedError | None:
     """The server's death behind ``err``, or None when the server is fine (then ``err`` is the
     config's). A killed server can close its sockets a moment before its process is gone, so a
     server that doesn't answer gets :data:`FAULT_GRACE_S` to show which it is."""
@@ -469,9 +469,7 @@ def _last_lines(log_tail: str, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in log_tail.strip().splitlines()[-lines:])
 
 
-def space_for_session(
-    session: TuningSession, slo_p99_s: float, space_file: Path | None = None
-) -> SearchSpace:
+def space_for_session(session: Session, slo_p99_s: float, space_file: Path | None = None) -> SearchSpace:
     """The default space for the session's model and server, with ``space_file``'s changes.
 
     Precision variants are in it for an ONNX model on a server tritontune launched (a remote
@@ -488,7 +486,7 @@ def space_for_session(
 
 def _prepare_precisions(
     study: optuna.Study,
-    session: TuningSession,
+    session: Session,
     space: SearchSpace,
     settings: SearchSettings,
     progress: SearchProgress,
@@ -527,7 +525,7 @@ def _keep_space(
         )
 
 
-def _context(session: TuningSession, settings: SearchSettings) -> StudyContext:
+def _context(session: Session, settings: SearchSettings) -> StudyContext:
     source = session.source
     workload = session.workload
     return StudyContext(
@@ -547,7 +545,7 @@ def _context(session: TuningSession, settings: SearchSettings) -> StudyContext:
     )
 
 
-def _check_host(study: optuna.Study, session: TuningSession, settings: SearchSettings) -> None:
+def _check_host(study: optuna.Study, session: Session, settings: SearchSettings) -> None:
     """A worker on other hardware (or another Triton) must not add its figures to the study."""
     context = read_study(study).context
     recorded = HostInfo.from_dict(context.host) if context.host else None
@@ -564,7 +562,7 @@ def _check_host(study: optuna.Study, session: TuningSession, settings: SearchSet
 
 def _baseline(
     study: optuna.Study,
-    session: TuningSession,
+    session: Session,
     settings: SearchSettings,
     progress: SearchProgress,
     worker: WorkerId,
@@ -587,9 +585,7 @@ def _baseline(
     return baseline
 
 
-def _confirm_best(
-    study: optuna.Study, session: TuningSession, space: SearchSpace, worker: WorkerId
-) -> None:
+def _confirm_best(study: optuna.Study, session: Session, space: SearchSpace, worker: WorkerId) -> None:
     """Confirm the best trial's operating point once, by one worker (kept in the study, so a
     resumed search that finds no better config reuses it)."""
     record = read_study(study)
@@ -610,7 +606,7 @@ def _confirm_best(
 
 
 def measure_operating_point(
-    session: TuningSession, variant: Variant, settings: SearchSettings
+    session: Session, variant: Variant, settings: SearchSettings
 ) -> OperatingPoint:
     """Load ``variant`` and find its operating point, exactly as a search trial does."""
     session.load_variant(variant)

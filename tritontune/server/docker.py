@@ -19,7 +19,6 @@ import contextlib
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from tritontune.server.launcher import (
     telling_line,
 )
 from tritontune.server.ports import free_ports
+from tritontune.server.reaper import pid_alive, start_reaper, stop_reaper
 
 #: Triton 2.51.0, the version tritontune's client and tests are built against.
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
@@ -82,17 +82,6 @@ def docker_client() -> Any:  # docker.DockerClient (the SDK has no type informat
             "start dockerd, or set DOCKER_HOST"
         ) from None
     return client
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove_stale_containers(client: Any) -> list[str]:
@@ -145,6 +134,11 @@ class DockerTritonLauncher(TritonLauncher):
         except BaseException:
             self.stop()
             raise
+
+    def notices(self) -> list[str]:
+        return [
+            f"removed container {name}, left by a tritontune that crashed" for name in self.stale_removed
+        ]
 
     def _check_image(self) -> None:
         docker = _docker()
@@ -213,7 +207,7 @@ class DockerTritonLauncher(TritonLauncher):
                     "install the NVIDIA Container Toolkit, or run without --gpus"
                 ) from None
             raise ServerError(f"docker could not start {settings.image}: {reason}") from None
-        self._reaper = _start_reaper(self._container.id)
+        self._reaper = start_reaper("container", self._container.id)
         self._wait_ready(f"http://127.0.0.1:{http_port}")
         self._info = loopback_server_info(
             (grpc_port, http_port, metrics_port),
@@ -258,11 +252,8 @@ class DockerTritonLauncher(TritonLauncher):
                     self.log_path.write_bytes(container.logs())
             with contextlib.suppress(Exception):
                 container.remove(force=True)
-        reaper, self._reaper = self._reaper, None
-        if reaper is not None:
-            with contextlib.suppress(Exception):
-                reaper.kill()
-                reaper.wait(timeout=5)
+        stop_reaper(self._reaper)
+        self._reaper = None
         self._info = None
 
     # -- state -----------------------------------------------------------------------------
@@ -307,14 +298,3 @@ def _gpu_request(gpus: str) -> Any:  # docker.types.DeviceRequest
     if not ids or not all(g.isdigit() for g in ids):
         raise ServerError(f"--gpus {gpus!r}: expected all, or device ids such as 0,1")
     return docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])
-
-
-def _start_reaper(container_id: str) -> subprocess.Popen:
-    """A detached process that removes the container if this process dies without doing so."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tritontune.server.reaper", container_id, str(os.getpid())],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # Ctrl-C and a kill of tritontune's group don't reach it
-    )

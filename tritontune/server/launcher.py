@@ -59,6 +59,10 @@ class TritonLauncher(ABC):
         """The server's last log lines, where the launcher keeps its log."""
         return ""
 
+    def notices(self) -> list[str]:
+        """What starting the server did that the user should hear about (one line each)."""
+        return []
+
     def restart(self) -> ServerInfo:
         """Stop and start again, e.g. after the server died."""
         self.stop()

@@ -3,8 +3,10 @@
 The server binds loopback only, runs in explicit model-control mode (configs are switched by
 reloading a model, never by restarting), logs to a file, and is always stopped: on exit, on errors,
 on Ctrl-C/SIGTERM (see :class:`TritonLauncher`), and, through ``PR_SET_PDEATHSIG``, even when
-tritontune itself is killed. What it leaves behind (the Python backend's shared-memory regions under
-/dev/shm, its private backend directory) is removed.
+tritontune itself is killed; then a detached reaper (:mod:`tritontune.server.reaper`) kills the
+rest of the server's process group (the Python backend's stubs, which would live on, orphaned).
+What it leaves behind (the Python backend's shared-memory regions under /dev/shm, its private
+backend directory) is removed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tritontune.server.launcher import (
     telling_line,
 )
 from tritontune.server.ports import ensure_port_free, free_ports
+from tritontune.server.reaper import start_reaper, stop_reaper
 
 SHM_DIR = Path("/dev/shm")
 _PR_SET_PDEATHSIG = 1
@@ -70,6 +73,7 @@ class LocalTritonLauncher(TritonLauncher):
         self.response_cache_bytes = response_cache_bytes
         self.extra_args = tuple(extra_args)
         self._process: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
         self._work_dir: Path | None = None
         self._shm_prefix = ""
         self._info: ServerInfo | None = None
@@ -137,6 +141,7 @@ class LocalTritonLauncher(TritonLauncher):
             )
         finally:
             log.close()
+        self._reaper = start_reaper("group", str(self._process.pid))
         self._wait_ready(f"http://127.0.0.1:{http_port}")
         self._info = loopback_server_info(
             (grpc_port, http_port, metrics_port),
@@ -211,6 +216,8 @@ class LocalTritonLauncher(TritonLauncher):
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
+        stop_reaper(self._reaper)
+        self._reaper = None
 
     # -- state -----------------------------------------------------------------------------
     @property

@@ -1,0 +1,50 @@
+"""What each request carries, and the requests built from it for a loaded config.
+
+Requests are prepared once per config (the load generator only sends), from the model's
+metadata as the server reports it: real data from a perf_analyzer-style ``--input-data`` file, or
+seeded synthetic tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritontune.measure.inputs import (
+    build_requests,
+    input_specs,
+    read_input_data,
+    synthesize_payloads,
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What each request carries."""
+
+    batch_size: int = 1
+    input_data: Path | None = None
+    dynamic_dim: int = 16
+    seed: int = 0
+
+
+def prepare_requests(
+    model: str, metadata: dict[str, Any], workload: Workload, *, batching: bool
+) -> list[Any]:
+    """The gRPC requests for ``model`` (``metadata`` as the server reports it); ``batching``: the
+    loaded config takes a batch dimension."""
+    specs = input_specs(metadata, batching)
+    if workload.input_data is not None:
+        payloads = read_input_data(
+            workload.input_data, specs, batch_size=workload.batch_size, batching=batching
+        )
+    else:
+        payloads = synthesize_payloads(
+            specs,
+            batch_size=workload.batch_size,
+            batching=batching,
+            dynamic_dim=workload.dynamic_dim,
+            seed=workload.seed,
+        )
+    return build_requests(model, payloads, specs)

@@ -1,0 +1,67 @@
+"""Which server a job runs on: one :class:`LaunchSettings`, one factory.
+
+The CLI turns ``--launch/--url/--image/--gpus/--shm-size/--tritonserver`` into a
+:class:`LaunchSettings` once; sessions get a launcher from :func:`make_launcher`, so no other
+module chooses between the launchers (the seam httpx keeps for its transports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from tritontune.errors import InputError
+from tritontune.server.docker import DockerSettings, DockerTritonLauncher
+from tritontune.server.launcher import TritonLauncher
+from tritontune.server.local import LocalTritonLauncher
+from tritontune.server.remote import RemoteTriton
+
+
+class LaunchKind(str, Enum):
+    """Where the server comes from: started locally, in a container, or somebody else's."""
+
+    LOCAL = "local"
+    DOCKER = "docker"
+    REMOTE = "remote"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
+        return str.__hash__(self)
+
+    @classmethod
+    def parse(cls, text: str) -> LaunchKind:
+        try:
+            return cls(text)
+        except ValueError:
+            known = ", ".join(k.value for k in cls)
+            raise InputError(f"--launch: {text!r} is not one of {known}") from None
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    kind: LaunchKind = LaunchKind.LOCAL
+    url: str | None = None
+    """gRPC ``HOST:PORT`` of a remote server."""
+    tritonserver: Path | None = None
+    """The binary a local launch starts (default: from PATH, else the bundled build)."""
+    docker: DockerSettings = field(default_factory=DockerSettings)
+
+
+def make_launcher(
+    settings: LaunchSettings,
+    repository_root: Path,
+    *,
+    log_path: Path,
+    mounts: Callable[[], tuple[Path, ...]],
+) -> TritonLauncher:
+    """The launcher ``settings`` asks for, serving ``repository_root``. ``mounts`` (called only
+    for a container) are the directories the repository's links lead into."""
+    if settings.kind == LaunchKind.LOCAL:
+        return LocalTritonLauncher(repository_root, binary=settings.tritonserver, log_path=log_path)
+    if settings.kind == LaunchKind.DOCKER:
+        return DockerTritonLauncher(repository_root, settings.docker, mounts=mounts(), log_path=log_path)
+    return RemoteTriton(settings.url or "")  # which says that --url is required
