@@ -12,6 +12,4 @@ from tritontune.cli import (  # noqa: F401 - registers the commands
     _search,
     _status,
 )
-from tritontune.cli._common import app, run
-
-__all__ = ["app", "run"]
+from tritontune.cli._common import app, run  # noqa: F401 - the console entry points
