@@ -99,7 +99,7 @@ SERVER_DEATHS_TO_FAIL = 2
 #: How long a server that stopped answering after an error gets to show whether it died.
 FAULT_GRACE_S = 2.0
 #: How often a worker with nothing left to start looks again at the others' running trials.
-HEARTBEAT_WAIT_S = 2.0
+HEARTBEAT_WAIT_S = 0.5
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
