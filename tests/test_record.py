@@ -97,3 +97,11 @@ def test_host_differences():
     other = HostInfo("Other CPU", here.cpu_count + 2, ("NVIDIA H100",))
     found = " ".join(here.differences(other))
     assert "Other CPU" in found and "CPUs" in found and "H100" in found
+
+
+def test_a_gpu_driver_change_makes_hosts_differ():
+    here = HostInfo("CPU", 16, ("NVIDIA H100",), gpu_driver="550.54")
+    assert here.differences(HostInfo("CPU", 16, ("NVIDIA H100",), gpu_driver="550.54")) == []
+    other = HostInfo("CPU", 16, ("NVIDIA H100",), gpu_driver="560.35")
+    assert here.differences(other) == ["GPU driver 550.54 vs 560.35"]
+    assert HostInfo.from_dict(other.to_dict()) == other  # kept in studies and records

@@ -27,6 +27,8 @@ class HostInfo:
     cpu_count: int
     gpus: tuple[str, ...] = field(default_factory=tuple)
     system: str = ""
+    gpu_driver: str = ""
+    """The NVIDIA driver version ("" without GPUs): figures move with it."""
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -40,6 +42,7 @@ class HostInfo:
             cpu_count=int(data.get("cpu_count", 0)),
             gpus=tuple(data.get("gpus", ())),
             system=str(data.get("system", "")),
+            gpu_driver=str(data.get("gpu_driver", "")),
         )
 
     def summary(self) -> str:
@@ -56,6 +59,8 @@ class HostInfo:
             found.append(f"{self.cpu_count} vs {other.cpu_count} CPUs")
         if tuple(self.gpus) != tuple(other.gpus):
             found.append(f"GPUs {list(self.gpus) or 'none'} vs {list(other.gpus) or 'none'}")
+        if self.gpu_driver != other.gpu_driver and self.gpus:
+            found.append(f"GPU driver {self.gpu_driver or '?'} vs {other.gpu_driver or '?'}")
         return found
 
 
@@ -69,32 +74,38 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def _gpu_names() -> tuple[str, ...]:
-    """GPU names from ``nvidia-smi`` where it exists (none on a CPU-only machine)."""
+def _gpus() -> tuple[tuple[str, ...], str]:
+    """GPU names and the driver version from ``nvidia-smi`` where it exists (none on a CPU-only
+    machine)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return ()
+        return (), ""
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=name", "--format=csv,noheader"],
+            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return ()
-    return tuple(line.strip() for line in out.splitlines() if line.strip())
+        return (), ""
+    rows = [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
+    names = tuple(row[0] for row in rows)
+    drivers = sorted({row[1] for row in rows if len(row) > 1})
+    return names, ",".join(drivers)
 
 
 def describe_host() -> HostInfo:
     """The machine this process runs on."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpus, driver = _gpus()
     return HostInfo(
         cpu_model=_cpu_model(),
         cpu_count=cpus or 1,
-        gpus=_gpu_names(),
+        gpus=gpus,
         system=f"{platform.system()} {platform.release()} {platform.machine()}",
+        gpu_driver=driver,
     )
 
 

@@ -97,6 +97,7 @@ _SCHEMA: dict[str, Any] = {
                 "cpu_model": {"type": "string"},
                 "cpu_count": {"type": "integer"},
                 "gpus": {"type": "array", "items": {"type": "string"}},
+                "gpu_driver": {"type": "string"},
             },
         },
         "date": {"type": "string"},
