@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 
 from tritonclient.grpc import model_config_pb2
 from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup, ModelQueuePolicy
 
 from tritontune.config.model_config import ModelConfig, copy_config, set_parameter
+from tritontune.enums import TextEnum
 from tritontune.errors import ConfigError
 from tritontune.units import format_duration
 
@@ -24,7 +24,7 @@ TIMEOUT_ACTIONS = {
 }
 
 
-class Precision(str, Enum):
+class Precision(TextEnum):
     """The numeric precision a model file is served in: the one spelling of this concept.
 
     ``FP32`` is the model's own weights; the others are files built by :mod:`tritontune.precision`
@@ -38,12 +38,6 @@ class Precision(str, Enum):
     """FP16 inputs and outputs too (the config's data types follow): clients send FP16."""
     INT8_DYNAMIC = "int8_dynamic"
     INT8_STATIC = "int8_static"
-
-    def __str__(self) -> str:  # f-strings and str() give the value on every Python
-        return self.value
-
-    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
-        return str.__hash__(self)
 
 
 FP32 = Precision.FP32

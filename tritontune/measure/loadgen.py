@@ -23,16 +23,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from tritontune.enums import TextEnum
 from tritontune.server.client import GRPC_OPTIONS, one_line
 
 
-class LoadMode(str, Enum):
+class LoadMode(TextEnum):
     """How load is applied: a closed loop of N requests in flight, or open-loop arrivals at a rate.
 
     The one spelling of this concept; the values are what studies and tuning records keep."""
@@ -40,24 +40,12 @@ class LoadMode(str, Enum):
     CONCURRENCY = "concurrency"
     RATE = "rate"
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
-        return str.__hash__(self)
-
-
-class Arrival(str, Enum):
+class Arrival(TextEnum):
     """How open-loop arrivals are spaced."""
 
     POISSON = "poisson"
     CONSTANT = "constant"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
-        return str.__hash__(self)
 
 
 if TYPE_CHECKING:  # tritonclient's generated gRPC stub has no type information

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
+from tritontune.enums import TextEnum
 from tritontune.errors import InputError
 from tritontune.server.docker import DockerSettings, DockerTritonLauncher
 from tritontune.server.launcher import TritonLauncher
@@ -19,18 +19,12 @@ from tritontune.server.local import LocalTritonLauncher
 from tritontune.server.remote import RemoteTriton
 
 
-class LaunchKind(str, Enum):
+class LaunchKind(TextEnum):
     """Where the server comes from: started locally, in a container, or somebody else's."""
 
     LOCAL = "local"
     DOCKER = "docker"
     REMOTE = "remote"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __hash__(self) -> int:  # as the value's, so a member and its text are one dict key
-        return str.__hash__(self)
 
     @classmethod
     def parse(cls, text: str) -> LaunchKind:
