@@ -256,6 +256,11 @@ class SearchResult:
         best = self.best
         return self.study.confirmed_point(best.number) if best else None
 
+    @property
+    def precisions(self) -> dict[str, dict[str, Any]]:
+        """The precision variants checked before the search: accepted or not, with accuracy."""
+        return self.study.precisions
+
     def improvement(self, result: TrialResult) -> float | None:
         """Throughput relative to the baseline's (0.25 = 25 % better)."""
         return self.study.gain(result.throughput)
