@@ -51,6 +51,7 @@ from tritontune.search.operating_point import (
 from tritontune.search.space import Choice, SearchSpace, default_space, load_space_file
 from tritontune.search.study import (
     DEFAULT_STORAGE,
+    HEARTBEAT_INTERVAL_S,
     RecordedWorkload,
     StudyContext,
     StudyIdentity,
@@ -335,14 +336,18 @@ def run_search(
     worker = this_worker()
     _baseline(study, session, settings, progress, worker)
 
-    budget = Budget.start(settings, space.size(), counted=len(counted_trials(study)))
+    budget = Budget.start(settings, space.size(), counted=0)
     restarts_before = session.restarts
     run_now = 0
+    next_recovery = 0.0
     while True:
-        recover_lost_trials(study)
-        known = counted_trials(study)  # this worker's and the others' finished configs
+        if time.monotonic() >= next_recovery:  # lost trials show within a heartbeat interval
+            recover_lost_trials(study)
+            next_recovery = time.monotonic() + HEARTBEAT_INTERVAL_S
+        trials = study.get_trials(deepcopy=False)  # one read per iteration: storage is shared
+        known = counted_trials(trials)  # this worker's and the others' finished configs
         budget.counted = len(known)
-        others = len(study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]))
+        others = sum(1 for t in trials if t.state == optuna.trial.TrialState.RUNNING)
         if budget.spent(len(known), running=others):
             if others and budget.stop_reason is None and not budget.out_of_time():
                 time.sleep(HEARTBEAT_WAIT_S)  # wait for other workers' trials: done or lost
@@ -353,7 +358,8 @@ def run_search(
             trial = study.ask()
         point = space.suggest(trial)
         save_point(trial, point)
-        twin = find_twin(study, trial, point)
+        now = study.get_trials(deepcopy=False)
+        twin = find_twin(now, trial.number, point)
         if twin is not None:
             if twin.state == optuna.trial.TrialState.RUNNING:
                 tell_deferred(study, trial, twin.number)  # another worker is measuring it
@@ -361,7 +367,7 @@ def run_search(
                 tell_copy(study, trial, twin)
             budget.repeated()
             continue
-        if settings.trials is not None and trials_ahead(study, trial) >= settings.trials:
+        if settings.trials is not None and trials_ahead(now, trial.number) >= settings.trials:
             tell_surplus(study, trial)  # another worker took the budget's last trial meanwhile
             continue
         save_worker(trial, worker)
@@ -374,7 +380,7 @@ def run_search(
         except KeyboardInterrupt:
             tell_interrupted(study, trial)
             raise
-        budget.finished(time.monotonic() - started, counted=len(counted_trials(study)))
+        budget.finished(time.monotonic() - started, counted=budget.counted + 1)
         run_now += 1
         if progress.on_trial_done:
             progress.on_trial_done(read_trial(study, trial.number), read_study(study).best, budget.eta())

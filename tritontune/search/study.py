@@ -25,7 +25,7 @@ import datetime as dt
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -519,10 +519,11 @@ def point_key(point: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(point.items()))
 
 
-def counted_trials(study: optuna.Study) -> dict[tuple[tuple[str, Any], ...], FrozenTrial]:
-    """The study's counted trials by point: what a re-proposal is answered from."""
+def counted_trials(trials: Sequence[FrozenTrial]) -> dict[tuple[tuple[str, Any], ...], FrozenTrial]:
+    """The counted trials of ``trials`` (one read of a study) by point: what a re-proposal is
+    answered from, and what counts towards the budget."""
     known = {}
-    for trial in study.get_trials(deepcopy=False):
+    for trial in trials:
         result = _trial_result(trial, {})
         if result.counted:
             known[point_key(result.params)] = trial
@@ -594,27 +595,29 @@ def _requeue(study: optuna.Study, trial: FrozenTrial) -> None:
     study.enqueue_trial(trial.params, skip_if_exists=False)
 
 
-def find_twin(study: optuna.Study, trial: optuna.Trial, point: Mapping[str, Any]) -> FrozenTrial | None:
-    """Another trial with the same config, finished or running, from one read of the study.
+def find_twin(
+    trials: Sequence[FrozenTrial], number: int, point: Mapping[str, Any]
+) -> FrozenTrial | None:
+    """Another trial than ``number`` with the same config, finished or running.
 
-    Call it after :func:`save_point`: of two workers that draw the same config at once, at least
-    one then sees the other's; a finished twin's result is told again, a running twin's config is
-    left to it (both leaving it is harmless; both measuring it is what this prevents)."""
+    Read ``trials`` after :func:`save_point`: of two workers that draw the same config at once, at
+    least one then sees the other's; a finished twin's result is told again, a running twin's
+    config is left to it (both leaving it is harmless; both measuring it is what this prevents)."""
     key = point_key(point)
-    for other in study.get_trials(deepcopy=False):
-        if other.number == trial.number or point_key(other.user_attrs.get(_TrialKey.POINT, {})) != key:
+    for other in trials:
+        if other.number == number or point_key(other.user_attrs.get(_TrialKey.POINT, {})) != key:
             continue
         if other.state == TrialState.RUNNING or _trial_result(other, {}).counted:
             return other
     return None
 
 
-def trials_ahead(study: optuna.Study, trial: optuna.Trial) -> int:
-    """Counted or running trials numbered before ``trial``: when several workers start a trial at
-    once, the earlier numbers fill the budget first."""
+def trials_ahead(trials: Sequence[FrozenTrial], number: int) -> int:
+    """Counted or running trials numbered before ``number``: when several workers start a trial
+    at once, the earlier numbers fill the budget first."""
     ahead = 0
-    for other in study.get_trials(deepcopy=False):
-        if other.number >= trial.number:
+    for other in trials:
+        if other.number >= number:
             continue
         if other.state == TrialState.RUNNING or _trial_result(other, {}).counted:
             ahead += 1
@@ -695,7 +698,7 @@ def read_study(study: optuna.Study) -> StudyRecord:
 def read_trial(study: optuna.Study, number: int) -> TrialResult:
     """One trial of ``study``, typed (with its precision's accuracy)."""
     precisions = study.user_attrs.get(_StudyKey.PRECISIONS) or {}
-    return _trial_result(study.trials[number], precisions)
+    return _trial_result(study.get_trials(deepcopy=False)[number], precisions)
 
 
 def _trial_result(trial: FrozenTrial, precisions: Mapping[str, Any]) -> TrialResult:
