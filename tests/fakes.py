@@ -67,6 +67,7 @@ class FakeSession:
         self.loads: list[int] = []
         self.interrupt_after: int | None = None
         self.baseline_measured = False
+        self.variants: list[Variant] = []
         self.measure_delay_s = measure_delay_s
 
     def build_config(self, variant: Variant) -> ModelConfig:
@@ -76,6 +77,7 @@ class FakeSession:
         if self.launcher.dead:
             raise ServerDiedError("not running")
         config = self.build_config(variant)
+        self.variants.append(variant)
         self.baseline_measured |= variant == Variant()
         if self.refuse is not None and config.max_batch_size == self.refuse:
             raise ModelLoadError("failed to load 'mlp': refused")

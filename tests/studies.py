@@ -10,6 +10,7 @@ import optuna
 from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.operating_point import LevelResult, OperatingPoint
+from tritontune.search.playoff import PlayoffResult
 from tritontune.search.study import (
     RecordedWorkload,
     StudyContext,
@@ -19,6 +20,7 @@ from tritontune.search.study import (
     save_baseline,
     save_config,
     save_confirmed,
+    save_playoff,
     save_point,
     tell_measured,
 )
@@ -42,6 +44,7 @@ def make_study(
     name: str = "s",
     confirmed: OperatingPoint | None = None,
     baseline: OperatingPoint | None = None,
+    playoff: PlayoffResult | None = None,
 ) -> optuna.Study:
     """A finished study of the example model: one measured trial per throughput (batch sizes
     4, 8, 16, ...), the baseline, and ``confirmed`` for the best trial when given."""
@@ -73,6 +76,8 @@ def make_study(
     if confirmed is not None:
         best = max(range(len(throughputs)), key=lambda i: throughputs[i])
         save_confirmed(study, best, confirmed)
+    if playoff is not None:
+        save_playoff(study, playoff)
     return study
 
 

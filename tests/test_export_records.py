@@ -4,10 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.studies import make_study, point
+from tests.studies import SLO, make_study, point
 from tritontune.errors import InputError
 from tritontune.export import Endpoint, export_records
+from tritontune.measure.loadgen import LoadMode
 from tritontune.record import RECORD_FILE, read_record
+from tritontune.search.playoff import Interval, PlayoffEntry, PlayoffResult, RoundFigure
 from tritontune.search.study import read_study
 
 
@@ -29,7 +31,7 @@ def test_export_warns_when_the_best_was_not_confirmed(example_repository, tmp_pa
     missed = point(5000, 0.07, load=64, feasible=False)
     studies = {"s": read_study(make_study(example_repository, [6000], confirmed=missed))}
     result = export_records([Endpoint("s")], studies, tmp_path / "out", storage="memory")
-    assert any("was not confirmed" in w for w in result.warnings)
+    assert any("was not re-measured" in w for w in result.warnings)
     record = read_record(tmp_path / "out" / "mlp" / RECORD_FILE)
     assert not record.operating_point.confirmed and record.operating_point.throughput == 6000
 
@@ -39,3 +41,46 @@ def test_export_refuses_changed_model_files(repo_copy: Path, tmp_path: Path):
     (repo_copy / "mlp" / "1" / "model.onnx").write_bytes(b"changed")
     with pytest.raises(InputError, match="model.onnx changed since study 's' measured it"):
         export_records([Endpoint("s")], studies, tmp_path / "out", storage="memory")
+
+
+def playoff_of(trials: dict[int, tuple[list[float], float, bool]], winner: int | None):
+    """A playoff result: per trial (throughput per round, p99, held), and a baseline of 1000/s."""
+
+    def entry(trial, throughputs, p99, held, base=None):
+        rounds = tuple(
+            RoundFigure(t, p99 / 2, p99, p99 / 2, 1000, 0, held, True, 4.0) for t in throughputs
+        )
+        gain = None
+        if base is not None:
+            ratios = [t / b - 1 for t, b in zip(throughputs, base, strict=True)]
+            gain = Interval.of(ratios)
+        return PlayoffEntry(trial, 48, held, rounds, 6000, (64, 48) if trial else (8,), gain)
+
+    base = [1000.0, 900.0, 1100.0]
+    entries = [entry(n, t, p99, held, base) for n, (t, p99, held) in trials.items()]
+    entries.append(entry(None, base, 0.02, True))
+    return PlayoffResult(SLO, LoadMode.CONCURRENCY, 3, tuple(entries), winner)
+
+
+def test_export_writes_the_playoff_figures_and_only_what_held(example_repository, tmp_path: Path):
+    playoff = playoff_of({1: ([5000, 4500, 5600], 0.04, True), 0: ([3000, 2900, 3100], 0.03, False)}, 1)
+    studies = {"s": read_study(make_study(example_repository, [3000, 6000], playoff=playoff))}
+    result = export_records([Endpoint("s")], studies, tmp_path / "out", storage="memory", top_k=2)
+    assert [m.name for m in result.models] == ["mlp"]  # trial 0 never held: not exported
+    assert any("only 1 config(s) held its SLO in the playoff" in w for w in result.warnings)
+    record = read_record(tmp_path / "out" / "mlp" / RECORD_FILE)
+    point_ = record.operating_point
+    assert point_.confirmed and point_.throughput == 5000 and record.load.value == 48
+    assert record.playoff is not None
+    assert record.playoff["throughput"] == {"median": 5000, "low": 4500, "high": 5600}
+    assert record.playoff["gain_over_baseline"]["median"] == pytest.approx(4.0)
+    assert record.playoff["screening_throughput"] == 6000 and record.playoff["winner"]
+    assert record.baseline["throughput"] == 1000  # the baseline's playoff median
+
+
+def test_export_refuses_when_nothing_held_in_the_playoff(example_repository, tmp_path: Path):
+    playoff = playoff_of({1: ([5000, 4500, 5600], 0.07, False)}, None)
+    studies = {"s": read_study(make_study(example_repository, [3000, 6000], playoff=playoff))}
+    with pytest.raises(InputError, match="no candidate held its SLO in the playoff"):
+        export_records([Endpoint("s")], studies, tmp_path / "out", storage="memory")
+    assert not (tmp_path / "out").exists()

@@ -40,6 +40,7 @@ from tritontune.record import (
     write_record,
 )
 from tritontune.search.operating_point import OperatingPoint
+from tritontune.search.playoff import PlayoffEntry
 from tritontune.search.study import StudyRecord, TrialResult, load_existing_study, read_study
 from tritontune.units import format_duration
 
@@ -80,6 +81,7 @@ class _Pick:
     confirmed: bool
     model_files: dict[str, str]
     """sha256 of the source's version files (checked against the study's): the copies' digests."""
+    playoff: PlayoffEntry | None = None
 
     @property
     def name(self) -> str:
@@ -170,27 +172,40 @@ def _picks(
     model_repository: Path | None,
     warnings: list[str],
 ) -> list[_Pick]:
-    feasible = study.feasible
-    if not feasible:
+    verdict = study.verdict()
+    if not verdict:
+        if study.playoff is not None and study.feasible:
+            raise InputError(
+                f"study {endpoint.study!r}: no candidate held its SLO in the playoff (even at "
+                "lower loads); nothing is exported (search again with more trials or a looser SLO)"
+            )
         raise InputError(f"study {endpoint.study!r} has no config that met its SLO; nothing to export")
-    if len(feasible) < top_k:
+    what = "held its SLO in the playoff" if study.playoff is not None else "met the SLO"
+    if len(verdict) < top_k:
         warnings.append(
-            f"study {endpoint.study!r}: only {len(feasible)} config(s) met the SLO (--top-k {top_k})"
+            f"study {endpoint.study!r}: only {len(verdict)} config(s) {what} (--top-k {top_k})"
         )
     source, digests = _measured_source(study, model_repository)
     picks = []
-    best = study.best_point()
-    for rank, result in enumerate(feasible[:top_k], 1):
-        assert result.operating_point is not None
-        point, confirmed = result.operating_point, False
-        if rank == 1 and best is not None:
-            point, confirmed = best.point, best.confirmed
-            if not confirmed:
-                warnings.append(
-                    f"study {endpoint.study!r}: the best config (trial {result.number}) was not "
-                    "confirmed by the search; its record keeps the search's own measurement"
-                )
-        picks.append(_Pick(endpoint, study, source, result, rank, point, confirmed, digests))
+    for rank, best in enumerate(verdict[:top_k], 1):
+        if rank == 1 and best.figures == "screening":
+            warnings.append(
+                f"study {endpoint.study!r}: the best config (trial {best.result.number}) was not "
+                "re-measured by the search (no playoff); its record keeps the screening figures"
+            )
+        picks.append(
+            _Pick(
+                endpoint,
+                study,
+                source,
+                best.result,
+                rank,
+                best.point,
+                best.confirmed,
+                digests,
+                best.playoff,
+            )
+        )
     return picks
 
 
@@ -240,6 +255,10 @@ def _record_for(
     context = study.context
     point = pick.point
     baseline = study.baseline
+    playoff = study.playoff
+    base_entry = playoff.baseline if playoff else None
+    if playoff and base_entry and base_entry.rounds:  # measured like a candidate, in the playoff
+        baseline = base_entry.operating_point(playoff.slo_p99_s, playoff.load_mode)
     return TuningRecord(
         model=pick.name,
         slo_p99_ms=study.identity.slo_p99_s * 1e3,
@@ -282,7 +301,27 @@ def _record_for(
             "p99_ms": round(baseline.p99_s * 1e3, 4),
         },
         routing=None if routing is None else {**routing, "endpoint": pick.name},
+        playoff=_playoff_record(pick),
     )
+
+
+def _playoff_record(pick: _Pick) -> dict | None:
+    entry, playoff = pick.playoff, pick.study.playoff
+    if entry is None or playoff is None:
+        return None
+    ratio = entry.screening_ratio
+    return {
+        "rounds": len(entry.rounds),
+        "throughput": entry.throughput.to_dict(),
+        "p99_ms": entry.p99_s.scaled(1e3).to_dict(4),
+        "gain_over_baseline": entry.gain.to_dict(4) if entry.gain else None,
+        "screening_throughput": round(entry.screening_throughput, 3),
+        "playoff_over_screening": None if ratio is None else round(ratio, 4),
+        "loads_tried": list(entry.loads_tried),
+        "disturbed_rounds": entry.disturbed_rounds,
+        "winner": entry.trial == playoff.winner,
+        "tied_with": [t for t in playoff.tied if t != entry.trial],
+    }
 
 
 def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) -> TuningRecord:

@@ -80,6 +80,7 @@ _SCHEMA: dict[str, Any] = {
             },
         },
         "baseline": {"type": ["object", "null"]},
+        "playoff": {"type": ["object", "null"]},
         "knobs": {"type": "object"},
         "precision": {"type": ["object", "null"]},
         "config_sha256": {"type": "string"},
@@ -135,7 +136,8 @@ class RecordedPoint:
     p99_spread: float = 0.0
     avg_batch_size: float | None = None
     confirmed: bool = False
-    """True when re-measured with longer windows, every window under the SLO."""
+    """True when re-measured and held: the playoff's medians at a load that held there (records
+    written before the playoff: re-measured with longer windows, every window under the SLO)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,9 @@ class TuningRecord:
         default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     )
     routing: dict | None = None
+    playoff: dict | None = None
+    """The playoff's figures: rounds, intervals (median, low, high) of throughput, p99 and the
+    gain over the baseline within the same rounds, the screening figure, disturbed rounds."""
 
     @property
     def slo_p99_s(self) -> float:
@@ -194,6 +199,7 @@ class TuningRecord:
                 else round(point.avg_batch_size, 3),
             },
             "baseline": self.baseline,
+            "playoff": self.playoff,
             "knobs": self.knobs,
             "precision": self.precision,
             "config_sha256": self.config_sha256,
@@ -244,6 +250,7 @@ class TuningRecord:
             tritontune_version=data["tritontune_version"],
             date=data["date"],
             routing=data.get("routing"),
+            playoff=data.get("playoff"),
         )
 
 

@@ -20,8 +20,8 @@ from tritontune.search.study import read_study
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
-SECTIONS = ("summary", "capacity", "warnings", "top-configs", "frontier", "latency-curves",
-            "history", "importances")  # fmt: skip
+SECTIONS = ("summary", "capacity", "warnings", "playoff", "top-configs", "frontier",
+            "latency-curves", "history", "importances")  # fmt: skip
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -64,11 +64,13 @@ def test_report_numbers_are_the_studys(report: Path, small_studies: SmallStudies
     for row, result in zip(data["top"], results, strict=True):
         assert row["throughput"] == result.throughput
         assert row["p99_ms"] == pytest.approx(result.operating_point.p99_s * 1e3, abs=1e-4)
-    confirmed = record.confirmed_point(results[0].number)
-    assert data["best_trial"] == results[0].number
-    assert data["capacity"]["max_throughput"] == pytest.approx(confirmed.throughput, rel=1e-6)
-    gain = confirmed.throughput / record.baseline.throughput - 1
-    assert f"{gain * 100:+.0f} %</strong> against the model's own config" in report.read_text()
+    winner = record.best_point()
+    assert winner is not None and winner.playoff is not None and winner.playoff.gain is not None
+    assert data["best_trial"] == winner.result.number and data["figures"] == "playoff"
+    assert data["capacity"]["max_throughput"] == pytest.approx(winner.point.throughput, rel=1e-6)
+    gain = winner.playoff.gain.median  # within the playoff's rounds
+    assert f"{gain * 100:+.0f} %</strong>" in report.read_text()
+    assert data["playoff"]["winner"] == winner.result.number
     assert data["capacity"]["replicas"] >= 1 and data["capacity"]["peak"] == 20_000
     # every measured level of every trial and the baseline is a point
     levels = sum(len(r.operating_point.levels) for r in record.results)

@@ -11,7 +11,6 @@ from tritontune.measure.measurement import Measurement, ServerSplit
 from tritontune.measure.stats import LatencyStats, WindowSummary
 from tritontune.search.operating_point import (
     OperatingPoint,
-    confirm_operating_point,
     find_operating_point,
     meets_slo,
 )
@@ -101,46 +100,3 @@ def test_round_trip_through_a_dict():
     assert again.load == op.load and again.feasible == op.feasible
     assert again.throughput == pytest.approx(op.throughput, rel=1e-6)
     assert len(again.levels) == len(op.levels)
-
-
-def test_confirmation_steps_down_until_the_slo_holds():
-    server = ModelledServer()
-    found = find_operating_point(server, 0.050)
-    slower = ModelledServer(capacity=1500)  # the machine got busier since
-    confirmed = confirm_operating_point(slower, found)
-    assert confirmed.feasible
-    assert confirmed.load < found.load
-    assert confirmed.p99_s <= 0.050
-    never = confirm_operating_point(ModelledServer(service_s=1.0, capacity=1), found)
-    assert not never.feasible and len(never.levels) == 3
-
-
-def test_confirmation_wants_every_window_under_the_slo():
-    found = find_operating_point(ModelledServer(), 0.050)
-    calls = []
-
-    def noisy(load: LoadSpec) -> Measurement:
-        calls.append(load.value)
-        # the merged p99 passes with margin, but at the found load one window was over the SLO
-        worst = 0.055 if load.value == found.load else 0.044
-        return measurement(load, 2000, 0.044, window_p99=(0.040, worst, 0.044))
-
-    confirmed = confirm_operating_point(noisy, found)
-    assert calls == [found.load, float(int(found.load * 0.8))]
-    assert confirmed.feasible and confirmed.load < found.load
-
-
-def test_confirmation_wants_a_margin_below_the_slo():
-    found = find_operating_point(ModelledServer(), 0.050)
-    calls = []
-
-    def close_to_the_slo(load: LoadSpec) -> Measurement:
-        calls.append(load.value)
-        # every window passes, but the merged p99 sits within 10 % of the SLO at the found load
-        p99 = 0.048 if load.value == found.load else 0.043
-        return measurement(load, 2000, p99, window_p99=(p99, p99, p99))
-
-    confirmed = confirm_operating_point(close_to_the_slo, found)
-    assert len(calls) == 2 and confirmed.feasible and confirmed.p99_s == 0.043
-    strict = confirm_operating_point(close_to_the_slo, found, margin=0.2)
-    assert not strict.feasible

@@ -19,9 +19,11 @@ import pytest
 
 from tests.fakes import FakeSession
 from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.config.variant import Variant
 from tritontune.errors import InputError
 from tritontune.hostinfo import this_worker
 from tritontune.search.optimize import Budget, SearchSettings, run_search
+from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.study import claim, read_study, save_point, save_worker, study_names
 
@@ -61,7 +63,15 @@ def test_search_records_typed_results_and_picks_the_highest_throughput(source):
     assert len(record.results) == 6 and not record.failed
     assert record.best is not None and record.best.knobs["max_batch_size"] == 16
     assert record.baseline is not None and record.baseline.feasible
-    assert record.confirmed is not None and record.confirmed.trial == record.best.number
+    playoff = record.playoff  # the top 3 and the baseline, interleaved
+    assert playoff is not None and playoff.rounds == 3
+    assert sorted(e.trial for e in playoff.entries if e.trial is not None) == sorted(
+        r.number for r in record.results[:3]
+    )
+    assert playoff.baseline is not None and len(playoff.baseline.rounds) >= 3
+    winner = record.best_point()
+    assert winner is not None and winner.figures == "playoff" and winner.result.number == playoff.winner
+    assert winner.point.throughput == winner.playoff.throughput.median
     assert result.improvement(record.best) == pytest.approx(
         record.best.throughput / record.baseline.throughput - 1
     )
@@ -99,12 +109,19 @@ def test_a_refused_config_fails_without_a_restart(source):
 def test_reproposals_are_told_again_not_measured(source):
     space = SearchSpace({**SPACE.dimensions, "instance_count": Choice((1,))})
     session = FakeSession(source)
-    result = run_search(session, space, settings(trials=10, sampler=optuna.samplers.RandomSampler(0)))
+    no_playoff = PlayoffSettings(top=0)
+    result = run_search(
+        session,
+        space,
+        settings(trials=10, sampler=optuna.samplers.RandomSampler(0), playoff=no_playoff),
+    )
     record = result.study
     counted = [t for t in record.trials if t.counted]
     copies = [t for t in record.trials if t.duplicate_of is not None]
     assert len(counted) == 3  # the space has 3 configs
-    assert len(session.loads) == 1 + 3 + 1  # the baseline, each config once, the confirmation
+    assert len(session.loads) == 1 + 3  # the baseline, each config once (no playoff asked for)
+    assert result.study.playoff is None and result.winner is not None
+    assert result.winner.figures == "screening"
     for copy in copies:
         twin = record.trials[copy.duplicate_of]
         assert copy.params == twin.params and copy.throughput == twin.throughput
@@ -171,8 +188,9 @@ def test_two_workers_share_one_study_without_measuring_a_config_twice(source):
     assert len(counted) == 5 and not record.lost and not record.running
     points = [tuple(sorted(t.params.items())) for t in counted]
     assert len(set(points)) == 5  # distinct configs, none measured twice
-    assert record.baseline is not None and record.confirmed is not None
-    assert sum(1 for s in sessions if s.baseline_measured) == 1  # one worker measured it
+    assert record.baseline is not None and record.playoff is not None
+    # one worker measured the baseline (its first config); the playoff re-measures it later
+    assert sum(1 for s in sessions if s.variants[0] == Variant()) == 1
 
 
 def test_a_trial_left_running_by_a_dead_worker_is_measured_again(source, tmp_path: Path):

@@ -89,6 +89,7 @@ def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
         "--results", str(results), "--warmup", "0.2s", "--window", "0.3s",
+        "--playoff-top", "2", "--playoff-rounds", "2",
     ]  # fmt: skip
     before = set(tritonserver_processes())
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -112,6 +113,11 @@ def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path
     data = json.loads(results.read_text())
     assert data["completed_trials"] == 3
     assert data["trials_this_run"] == 2
-    assert data["confirmed"]["feasible"]
+    best, playoff = data["best"], data["playoff"]
+    assert best["figures"] == "playoff" and best["operating_point"]["feasible"]
+    assert len(playoff["entries"]) == 3 and playoff["winner"] == best["trial"]  # top 2 + baseline
+    assert best["screening_operating_point"]["throughput"] > 0  # labelled, beside the verdict
+    assert "playoff: trial" in again.stderr and "2 interleaved rounds" in again.stderr
+    assert "SCREENING figures" in again.stdout and "winner" in again.stdout
     assert "baseline (measured now)" in output
     assert "baseline (from the study)" in again.stderr  # reported, not measured again

@@ -49,6 +49,7 @@ def start_worker(
             "--slo-p99", "50ms", "--trials", str(BUDGET), "--space", str(space),
             "--study", study, "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
             "--results", str(tmp_path / f"results-{seed}.json"),
+            "--playoff-top", "2", "--playoff-rounds", "1",
         ],
         env={**os.environ, "TRITONTUNE_STORAGE": storage},  # the URL stays off the command line
         stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
@@ -76,7 +77,9 @@ def assert_budget_done_once(storage: str, study: str) -> None:
     assert len(counted) == BUDGET and len(set(points)) == BUDGET  # no config measured twice
     assert not record.running
     assert record.baseline is not None and record.best is not None
-    assert record.confirmed is not None and record.confirmed.trial == record.best.number
+    playoff = record.playoff  # one verdict: one worker ran the playoff, once
+    assert playoff is not None and len(playoff.entries) == 3  # the top 2 and the baseline
+    assert all(len(e.rounds) >= 1 for e in playoff.entries)
 
 
 def test_two_workers_finish_one_budget_on_postgresql(example_repository, tmp_path, postgres_url):

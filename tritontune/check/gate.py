@@ -170,7 +170,9 @@ def static_warnings(model: _Model, host: HostInfo) -> list[str]:
             "across machines"
         )
     if not record.operating_point.confirmed:
-        found.append("the recorded operating point was not confirmed by the search")
+        found.append(
+            "the recorded operating point is a screening figure: the search did not re-measure it"
+        )
     return found
 
 

@@ -23,6 +23,7 @@ from rich.text import Text
 from tritontune import __version__
 from tritontune.errors import ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import AccuracyFigures
+from tritontune.search.playoff import Interval
 from tritontune.server.docker import DockerSettings
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.session import TuningSession
@@ -125,6 +126,15 @@ def main(
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f}"
+
+
+def interval_text(interval: Interval | None, *, percent: bool = False) -> str:
+    """``7,130 [6,904-7,391]``, or for a gain ``+40% [+35%, +46%]``."""
+    if interval is None:
+        return ""
+    if percent:
+        return f"{interval.median:+.0%} [{interval.low:+.0%}, {interval.high:+.0%}]"
+    return f"{interval.median:,.0f} [{interval.low:,.0f}-{interval.high:,.0f}]"
 
 
 def accuracy_text(accuracy: dict | None) -> str:

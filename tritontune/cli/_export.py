@@ -52,7 +52,7 @@ def export(
         for warning in result.warnings:
             err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
         table = Table(title=f"exported to {result.out}", title_justify="left")
-        for column in ("model", "config", "load", "infer/s", "p99 ms", "SLO ms", "confirmed"):
+        for column in ("model", "config", "load", "infer/s", "p99 ms", "SLO ms", "figures"):
             table.add_column(column, justify="left" if column in ("model", "config") else "right")
         for model in result.models:
             record, point = model.record, model.record.operating_point
@@ -63,7 +63,9 @@ def export(
                 f"{point.throughput:,.0f}",
                 ms(point.p99_ms / 1e3),
                 f"{record.slo_p99_ms:g}",
-                "yes" if point.confirmed else "no",
+                ("playoff, held" if record.playoff else "re-measured, held")
+                if point.confirmed
+                else "screening",
             )
         console.print(table)
         routing = result.models[0].record.routing if result.models else None

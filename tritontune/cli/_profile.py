@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
@@ -186,6 +187,13 @@ def profile(
                 session, variant, loads, parse_tolerance(accuracy) if accuracy else None
             )
         console.print(_levels_table(result))
+        for m in result.measurements:
+            note = m.interference.describe() if m.interference else None
+            if note:
+                console.print(
+                    f"[yellow]machine disturbed[/] at {m.load.label()}: {escape(note)}",
+                    highlight=False,
+                )
         if result.accuracy:
             console.print(
                 f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}",

@@ -30,6 +30,7 @@ from tritontune.cli._common import (
     app,
     console,
     err_console,
+    interval_text,
     launch_settings,
     ms,
     print_server,
@@ -48,12 +49,20 @@ from tritontune.report.data import collect
 from tritontune.report.html import write_report
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.optimize import (
+    PLAYOFF_MEASURE,
     SEARCH_MEASURE,
     SearchProgress,
     SearchResult,
     SearchSettings,
     run_search,
     space_for_session,
+)
+from tritontune.search.playoff import (
+    PLAYOFF_ROUNDS,
+    PLAYOFF_TOP,
+    Contender,
+    PlayoffSettings,
+    RoundFigure,
 )
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
@@ -101,6 +110,17 @@ def search(
     warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.2s",
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.3s",
     accuracy: AccuracyOption = None,
+    playoff_top: Annotated[
+        int,
+        typer.Option(
+            help="Top candidates re-measured against each other and the baseline, interleaved, "
+            "after the search (0: none; the screening figures then stand).",
+            min=0,
+        ),
+    ] = PLAYOFF_TOP,
+    playoff_rounds: Annotated[
+        int, typer.Option(help="Interleaved rounds of the playoff.", min=1)
+    ] = PLAYOFF_ROUNDS,
     report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
     peak_qps: PeakOption = None,
@@ -134,6 +154,7 @@ def search(
                 warmup_s=parse_duration(warmup, what="--warmup"),
                 window_s=max(parse_duration(window, what="--window"), 0.05),
             ),
+            playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
         )
         session = open_session(
             model_repository,
@@ -223,6 +244,9 @@ def _search_with_progress(
                 f"trial {result.number}: {escape(_point_text(result.params))} -> {outcome}",
                 highlight=False,
             )
+            levels = result.operating_point.levels if result.operating_point else []
+            for note in sorted({lv.disturbance for lv in levels if lv.disturbance}):
+                err_console.print(f"  [yellow]machine disturbed[/]: {escape(note)}", highlight=False)
 
         def precisions(checks: dict[str, PrecisionCheck]) -> None:
             for name, check in checks.items():
@@ -233,12 +257,39 @@ def _search_with_progress(
                     f"precision {name}: {verdict} ({escape(check.summary())})", highlight=False
                 )
 
+        def playoff_start(contenders: list[Contender], rounds: int) -> None:
+            names = ", ".join(c.label for c in contenders)
+            bar.update(task, description="playoff", status="")
+            err_console.print(
+                f"playoff: {names}, {rounds} interleaved rounds at their operating loads",
+                highlight=False,
+            )
+
+        def playoff_round(stage: int, n: int, contender: Contender, figure: RoundFigure | None) -> None:
+            bar.update(task, description=f"playoff stage {stage}, round {n}: {contender.label}")
+            if figure is None:
+                err_console.print(f"  {contender.label}: [red]failed[/]", highlight=False)
+            elif figure.disturbed:
+                err_console.print(
+                    f"  {contender.label}, round {n}: [yellow]disturbed[/]: "
+                    f"{escape(figure.disturbance or '')}",
+                    highlight=False,
+                )
+
         bar.update(task, description="building precision variants")
         return run_search(
             session,
             tuning_space,
             settings,
-            SearchProgress(baseline_start, baseline, trial_start, trial_done, precisions),
+            SearchProgress(
+                baseline_start,
+                baseline,
+                trial_start,
+                trial_done,
+                precisions,
+                playoff_start,
+                playoff_round,
+            ),
         )
 
 
@@ -261,7 +312,8 @@ def _op_text(op: OperatingPoint | None, unit: str) -> str:
 def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
     table = Table(
         title=f"study {outcome.study_name}: p99 <= {format_duration(outcome.slo_p99_s)}, "
-        f"{outcome.load_mode} load, {len(outcome.results)} completed trials",
+        f"{outcome.load_mode} load, {len(outcome.results)} completed trials; "
+        "SCREENING figures (one short measurement per load level)",
         title_justify="left",
     )
     for column in ("#", "trial", "config", "load", "infer/s", "p50 ms", "p99 ms", "vs baseline"):
@@ -289,18 +341,81 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         )
     if outcome.stop_reason:
         console.print(f"stopped before the trial budget: {outcome.stop_reason}", highlight=False)
+    if outcome.playoff is not None:
+        _print_playoff(outcome)
+    winner = outcome.winner
     unit = _load_unit(outcome.load_mode)
-    if outcome.best and outcome.confirmed:
-        confirmed = outcome.confirmed
-        if confirmed.feasible:
-            verdict = f"confirmed: {_op_text(confirmed, unit)}"
-        else:
-            lowest = min(level.load for level in confirmed.levels)
-            verdict = f"[red]NOT confirmed[/]: p99 stayed over the SLO down to {unit} {lowest:g}"
+    if winner is not None:
+        gain_interval = outcome.study.gain_of(winner)
+        versus = ""
+        if gain_interval is not None:
+            versus = f", {interval_text(gain_interval, percent=True)} over the baseline"
+        label = {"playoff": "", "confirmed": " (confirmed)", "screening": " (screening figure)"}
         console.print(
-            f"best (trial {outcome.best.number}) re-measured with longer windows, {verdict}",
+            f"[bold]winner[/]: trial {winner.result.number}{label[winner.figures]}, "
+            f"{_op_text(winner.point, unit)}{versus}",
             highlight=False,
         )
-    if outcome.best:
-        console.print(f"best config (trial {outcome.best.number}), config.pbtxt:", highlight=False)
-        console.print(outcome.best.config_pbtxt, markup=False, highlight=False)
+        console.print("its config.pbtxt:", highlight=False)
+        console.print(winner.result.config_pbtxt, markup=False, highlight=False)
+    elif outcome.playoff is not None and outcome.best is not None:
+        console.print(
+            "[bold red]no winner[/]: no candidate held its SLO in the playoff, even at lower "
+            "loads; nothing is exported (search again with more trials or a looser SLO)",
+            highlight=False,
+        )
+
+
+def _print_playoff(outcome: SearchResult) -> None:
+    playoff = outcome.playoff
+    assert playoff is not None
+    by_number = {t.number: t for t in outcome.study.trials}
+    table = Table(
+        title=f"playoff: {playoff.rounds} interleaved rounds per stage, median [min-max]",
+        title_justify="left",
+    )
+    for column in (
+        "trial",
+        "config",
+        "load",
+        "infer/s",
+        "p99 ms",
+        "vs baseline",
+        "held",
+        "vs screening",
+    ):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for entry in playoff.entries:
+        trial = by_number.get(entry.trial) if entry.trial is not None else None
+        config = _config_text(trial) if trial else "the model's own config.pbtxt"
+        mark = " (winner)" if entry.trial == playoff.winner and entry.trial is not None else ""
+        mark += " (tied)" if entry.trial in playoff.tied and entry.trial != playoff.winner else ""
+        ratio = entry.screening_ratio
+        p99 = entry.p99_s
+        table.add_row(
+            ("base" if entry.trial is None else str(entry.trial)) + mark,
+            config,
+            f"{entry.load:g}",
+            interval_text(entry.throughput),
+            f"{ms(p99.median)} [{ms(p99.low)}-{ms(p99.high)}]",
+            interval_text(entry.gain, percent=True) if entry.gain else "",
+            "yes" if entry.held else "[red]no[/]",
+            f"{ratio:.2f}x" if ratio is not None else "",
+        )
+    console.print(table)
+    if playoff.tied:
+        console.print(
+            "tied (intervals overlap the top figure): trials "
+            + ", ".join(map(str, playoff.tied))
+            + "; the tie goes to the simplest config (fewer instances, smaller batches, "
+            "shorter queue delay)",
+            highlight=False,
+        )
+    for note in playoff.notes:
+        console.print(f"note: {note}", highlight=False)
+    if playoff.disturbed_rounds:
+        console.print(
+            f"[yellow]the machine was disturbed[/] in {playoff.disturbed_rounds} playoff "
+            "measurement(s) that could not be re-measured clean: read these figures with care",
+            highlight=False,
+        )

@@ -3,6 +3,8 @@
 The load runs without a break from warm-up to the last window; windows are slices of it, so no
 request is lost at a window edge. After each window the rule in :func:`stats.is_stable` is checked;
 the result merges the last stable windows (more samples, so a truer p99) and carries their spread.
+Each window also records what else the machine did (:mod:`interference`): a disturbed window does
+not count towards stability, and up to ``extra_windows`` more are taken in its place.
 Triton's own statistics are read at every window edge, so the server-side split (queue vs compute,
 executed batch size) covers exactly the same span as the client's numbers.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +26,7 @@ import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2
 
+from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
 from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadSpec, RequestLog, Stub
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
 from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
@@ -42,13 +47,16 @@ class MeasureSettings:
     stable_windows: int = 3
     tolerance: float = 0.10
     max_windows: int = 8
+    extra_windows: int = 4
+    """Windows allowed beyond ``max_windows`` in place of disturbed ones (0: never re-measure)."""
+    detect_interference: bool = True
     max_requests: int = 2_000_000
     request_timeout_s: float = 30.0
     max_in_flight: int = 2048
 
     def time_cap(self) -> float:
         """The longest a level can take: warm-up plus every window at its longest."""
-        return self.warmup_s + self.max_windows * self.window_s * 4
+        return self.warmup_s + (self.max_windows + self.extra_windows) * self.window_s * 4
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ class Measurement:
     """Open loop only: how late the client sent (p99); large values mean the client saturated."""
     error_examples: dict[str, str] = field(default_factory=dict)
     """The first server message of each error kind."""
+    interference: Interference | None = None
+    """What else the machine did meanwhile (None when not looked at)."""
 
     @property
     def error_count(self) -> int:
@@ -136,6 +146,7 @@ class Measurement:
             "send_lag_p99_ms": None
             if self.send_lag_p99_s is None
             else round(self.send_lag_p99_s * 1e3, 4),
+            "interference": self.interference.to_dict() if self.interference else None,
         }
 
 
@@ -202,7 +213,9 @@ async def _measure(
     )
     edges: list[_Edge] = []
     windows: list[WindowSummary] = []
+    loads: list[WindowLoad] = []
     started = time.perf_counter()
+    loop_thread = threading.get_native_id()  # the load generator's thread
 
     async def snapshot(stub: Stub) -> ModelStatsSnapshot | None:
         try:
@@ -214,6 +227,9 @@ async def _measure(
     async def controller(log: RequestLog, stub: Stub) -> None:
         deadline = started + settings.time_cap()
         await asyncio.sleep(settings.warmup_s)
+        probe = None
+        if settings.detect_interference:
+            probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
         edges.append(_Edge(time.perf_counter(), len(log), await snapshot(stub)))
         while True:
             first = edges[-1]
@@ -231,11 +247,16 @@ async def _measure(
             edge.stats = await snapshot(stub)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
+            if probe is not None:
+                loads.append(await asyncio.to_thread(probe.sample))
             if windows[-1].completed == 0 and len(log) > first.index:
                 return  # every request of a whole window failed: the server is gone or broken
+            disturbed = sum(load.disturbed for load in loads)
+            clean = not any(load.disturbed for load in loads[-settings.stable_windows :])
+            settled = is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
             if (
-                is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
-                or len(windows) >= settings.max_windows
+                (clean and settled)
+                or len(windows) >= settings.max_windows + min(disturbed, settings.extra_windows)
                 or time.perf_counter() >= deadline
                 or len(log) >= settings.max_requests
             ):
@@ -245,7 +266,11 @@ async def _measure(
     stable = is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
     chosen = settings.stable_windows if stable else len(windows)
     first, last = edges[-chosen - 1], edges[-1]
-    return _summarize(log, first, last, windows[-chosen:], load, batch_size, stable, started)
+    result = _summarize(log, first, last, windows[-chosen:], load, batch_size, stable, started)
+    if loads:
+        interference = Interference.of(loads, loads[-chosen:])
+        result = dataclasses.replace(result, interference=interference)
+    return result
 
 
 def _span(log: RequestLog, first: _Edge, last: _Edge) -> tuple[list[float], list[str | None]]:

@@ -1,7 +1,14 @@
-"""Latency statistics and the stability rule for measurement windows.
+"""Latency statistics and the stability rule for measurement windows, as perf_analyzer computes them.
 
-Percentiles use the nearest-rank ("higher") definition, as perf_analyzer does: the reported p99 is
-a latency that was really observed, never an interpolation below it.
+Percentiles: perf_analyzer's index into the sorted latencies, ``int(p / 100 * (n - 1) + 0.5)``
+(``SummarizeLatency`` in its ``inference_profiler.cc``): the reported p99 is a latency that was
+really observed, never an interpolation.
+
+Stability: perf_analyzer's rule (``IsInferWindowStable`` / ``IsLatencyWindowStable``): over the
+last ``count`` windows, max / min <= 1 + ``tolerance`` for throughput and for its stabilizing
+latency (the mean, unless ``--percentile`` is given), and no window without a completed request.
+tritontune adds one check of its own, so its rule is stricter: p99's max / min <= 1 + 2 x
+``tolerance`` (a tail that swings more would make an SLO verdict depend on the window looked at).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ class LatencyStats:
         if values.size == 0:
             nan = float("nan")
             return cls(0, nan, nan, nan, nan, nan, nan, nan)
-        p50, p90, p95, p99, p999 = np.percentile(values, PERCENTILES, method="higher")
+        ordered = np.sort(values)
+        p50, p90, p95, p99, p999 = (percentile_of_sorted(ordered, p) for p in PERCENTILES)
         return cls(
             count=int(values.size),
             mean=float(values.mean()),
@@ -65,6 +73,22 @@ class WindowSummary:
     p99: float
 
 
+def percentile_of_sorted(ordered: np.ndarray, percentile: float) -> float:
+    """perf_analyzer's percentile of ascending ``ordered`` (non-empty): the value at index
+    ``int(p / 100 * (n - 1) + 0.5)``."""
+    return float(ordered[int(percentile / 100.0 * (ordered.size - 1) + 0.5)])
+
+
+def spread(values: Sequence[float]) -> float:
+    """max / min - 1: perf_analyzer's stability measure (0.1: the largest is 10 % over the
+    smallest); inf when the smallest is 0 or a value is undefined."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0 or not np.all(np.isfinite(array)):
+        return float("inf")
+    low = float(array.min())
+    return float(array.max()) / low - 1 if low > 0 else float("inf")
+
+
 def relative_deviation(values: Sequence[float]) -> float:
     """The largest distance of a value from the mean, relative to the mean (perf_analyzer's
     measure); 0 for a single value, inf when the mean is 0 or undefined."""
@@ -78,18 +102,18 @@ def relative_deviation(values: Sequence[float]) -> float:
 
 
 def is_stable(windows: Sequence[WindowSummary], *, count: int, tolerance: float) -> bool:
-    """perf_analyzer's rule, tightened on the tail.
+    """perf_analyzer's rule, plus a check of p99 (see the module's docstring).
 
-    The last ``count`` windows are stable when throughput and mean latency each stay within
-    ``tolerance`` (perf_analyzer's default 10 %), and p99 within twice that: a tail that swings more
-    would make an SLO verdict depend on which window was looked at.
+    The last ``count`` windows are stable when each completed requests, throughput and mean
+    latency each have max / min <= 1 + ``tolerance`` (perf_analyzer's default 10 %), and p99
+    max / min <= 1 + 2 x ``tolerance``.
     """
     if len(windows) < count:
         return False
     last = windows[-count:]
     return (
         all(w.completed > 0 for w in last)
-        and relative_deviation([w.throughput for w in last]) <= tolerance
-        and relative_deviation([w.mean_latency for w in last]) <= tolerance
-        and relative_deviation([w.p99 for w in last]) <= 2 * tolerance
+        and spread([w.throughput for w in last]) <= tolerance
+        and spread([w.mean_latency for w in last]) <= tolerance
+        and spread([w.p99 for w in last]) <= 2 * tolerance
     )

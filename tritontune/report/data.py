@@ -14,6 +14,7 @@ from typing import Any
 from tritontune.measure.loadgen import LoadMode
 from tritontune.report.capacity import DEFAULT_HEADROOM, CapacityPlan, plan_capacity
 from tritontune.search.operating_point import LevelResult, OperatingPoint
+from tritontune.search.playoff import Interval, PlayoffResult
 from tritontune.search.study import StudyRecord, TrialResult, gain_over_baseline
 
 #: p99 over p50 above this means queueing, stragglers or pauses worth a look (background.md).
@@ -45,7 +46,7 @@ class ReportData:
     created: str
     baseline: OperatingPoint | None
     best: TrialResult | None
-    confirmed: OperatingPoint | None
+    """The winner's trial (the playoff's winner; without a playoff, the best screening figure)."""
     top: list[TrialResult]
     failed: list[TrialResult]
     points: list[MeasuredPoint]
@@ -55,17 +56,17 @@ class ReportData:
     trials: int = 0
 
     best_point: OperatingPoint | None = None
-    """What the report states for the best config (:meth:`StudyRecord.best_point`): the
-    confirmed point when the confirmation held."""
+    """What the report states for the winner (:meth:`StudyRecord.best_point`): the playoff's
+    figures (older studies: the confirmed point when it held)."""
+    figures: str = "screening"
+    """Where ``best_point`` comes from: playoff, confirmed or screening."""
+    gain: Interval | None = None
+    """The winner's gain over the baseline (the playoff's per-round ratios)."""
+    playoff: PlayoffResult | None = None
 
     def improvement(self, result: TrialResult) -> float | None:
+        """A screening figure's gain over the baseline's screening figure."""
         return gain_over_baseline(self.baseline, result.throughput)
-
-    @property
-    def best_improvement(self) -> float | None:
-        """The best config's gain over the baseline, from the figure the report states for it."""
-        point = self.best_point
-        return None if point is None else gain_over_baseline(self.baseline, point.throughput)
 
     def to_dict(self) -> dict:
         """The report's figures as JSON (embedded in the HTML for machines and tests)."""
@@ -76,7 +77,10 @@ class ReportData:
             "load_mode": self.load_mode.value,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_trial": self.best.number if self.best else None,
-            "confirmed": self.confirmed.to_dict() if self.confirmed else None,
+            "best": self.best_point.to_dict() if self.best_point else None,
+            "figures": self.figures,
+            "gain": self.gain.to_dict(4) if self.gain else None,
+            "playoff": self.playoff.to_dict() if self.playoff else None,
             "top": [
                 {
                     "trial": r.number,
@@ -190,8 +194,8 @@ def collect(
 ) -> ReportData:
     """Everything a report of ``study`` shows (read it with :func:`read_study`)."""
     results = study.results
-    best = study.best
     best_point = study.best_point()
+    best = best_point.result if best_point else (None if study.playoff else study.best)
     baseline = study.baseline
     data = ReportData(
         study_name=study.name,
@@ -203,7 +207,6 @@ def collect(
         created=study.created,
         baseline=baseline,
         best=best,
-        confirmed=study.confirmed_point(best.number) if best else None,
         top=study.feasible[:top],
         failed=study.failed,
         points=_points(baseline, results),
@@ -211,6 +214,9 @@ def collect(
         precisions=study.precisions or None,
         trials=len(results),
         best_point=best_point.point if best_point else None,
+        figures=best_point.figures if best_point else "screening",
+        gain=study.gain_of(best_point) if best_point else None,
+        playoff=study.playoff,
     )
     point = data.best_point
     data.capacity = plan_capacity(point, headroom=headroom, peak=peak) if point else None

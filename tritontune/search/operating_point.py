@@ -40,6 +40,8 @@ class LevelResult:
     """Mean latency (Little's law needs the mean); None in studies made before it was kept."""
     requests: int = 0
     """Replies counted at this level (successful and failed), for error rates."""
+    disturbance: str | None = None
+    """What the interference check said of this level's measurement (None: nothing to say)."""
 
     def to_dict(self) -> dict:
         return {
@@ -53,6 +55,7 @@ class LevelResult:
             "errors": self.errors,
             "stable": self.stable,
             "meets_slo": self.meets_slo,
+            "disturbance": self.disturbance,
         }
 
 
@@ -110,6 +113,7 @@ class OperatingPoint:
                 meets_slo=lv["meets_slo"],
                 mean_s=lv["mean_ms"] / 1e3 if lv.get("mean_ms") is not None else None,
                 requests=lv.get("requests", 0),
+                disturbance=lv.get("disturbance"),
             )
             for lv in data.get("levels", [])
         ]
@@ -230,6 +234,7 @@ def _point(
             meets_slo=meets_slo(m, slo),
             mean_s=m.latency.mean if m.latency.count else None,
             requests=m.latency.count + m.error_count,
+            disturbance=m.interference.describe() if m.interference else None,
         )
         for load, m in sorted(measured.items())
     ]
@@ -247,42 +252,3 @@ def _point(
         levels=levels,
         mean_s=best.latency.mean if best.latency.count else None,
     )
-
-
-#: The confirmed operating point's p99 must stay this far below the SLO (10 %: p99 near the
-#: cliff was seen to move by about that much between two measurements of the same config).
-CONFIRM_MARGIN = 0.10
-
-
-def confirm_operating_point(
-    measure: Callable[[LoadSpec], Measurement],
-    found: OperatingPoint,
-    *,
-    step_down: float = 0.8,
-    attempts: int = 3,
-    margin: float = CONFIRM_MARGIN,
-) -> OperatingPoint:
-    """Re-measure ``found`` at its load (the caller passes longer windows); step the load down
-    until the SLO holds *in every window*, and the merged p99 is at least ``margin`` below it.
-
-    The search keeps the highest load that passed one noisy measurement, so the winner's p99 is
-    biased low (the winner's curse). Every window passing covers the noise within a measurement;
-    the margin covers the noise between measurements, so the point re-measures under the SLO
-    (as ``check`` will do). Near saturation throughput is flat, so the step down costs little.
-    The confirmed point is what gets reported and exported.
-    """
-    integer = found.load_mode == "concurrency"
-    load = found.load
-    measured: dict[float, Measurement] = {}
-    for _ in range(attempts):
-        spec = LoadSpec.concurrency(int(load)) if integer else LoadSpec.rate(load)
-        m = measured[load] = measure(spec)
-        every_window = all(w.p99 <= found.slo_p99_s for w in m.windows)
-        with_margin = m.latency.p99 <= found.slo_p99_s * (1 - margin)
-        if meets_slo(m, found.slo_p99_s) and every_window and with_margin:
-            return _point(found.slo_p99_s, found.load_mode, m, feasible=True, measured=measured)
-        lower = max(1.0, math.floor(load * step_down)) if integer else load * step_down
-        if lower >= load:
-            break
-        load = lower
-    return _point(found.slo_p99_s, found.load_mode, m, feasible=False, measured=measured)

@@ -19,7 +19,11 @@ the sampler does not learn from a fault that was not the config's.
 Several workers can share one study (an RDB storage such as PostgreSQL): each iteration re-reads
 what the others finished, recovers trials whose worker is gone, leaves a config another worker
 is measuring to it, and waits for the others' running trials before it stops, so no config is
-lost or measured twice. One worker measures the baseline and one confirms the winner (claims).
+lost or measured twice. One worker measures the baseline and one runs the playoff (claims).
+
+After the budget, the verdict comes from the playoff (:mod:`tritontune.search.playoff`): the top
+candidates and the baseline re-measured interleaved, at loads that held; the trials' own figures
+are screening figures.
 """
 
 from __future__ import annotations
@@ -36,22 +40,26 @@ from typing import Any
 import optuna
 
 from tritontune import __version__
-from tritontune.config.model_config import config_to_text
+from tritontune.config.model_config import ModelConfig, config_to_text
 from tritontune.config.variant import Precision, Variant, describe_config
 from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
 from tritontune.hostinfo import HostInfo, WorkerId, describe_host, this_worker
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import PrecisionCheck
-from tritontune.search.operating_point import (
-    OperatingPoint,
-    confirm_operating_point,
-    find_operating_point,
+from tritontune.search.operating_point import OperatingPoint, find_operating_point
+from tritontune.search.playoff import (
+    Contender,
+    PlayoffResult,
+    PlayoffSettings,
+    RoundFigure,
+    run_playoff,
 )
 from tritontune.search.space import Choice, SearchSpace, default_space, load_space_file
 from tritontune.search.study import (
     DEFAULT_STORAGE,
     HEARTBEAT_INTERVAL_S,
+    BestPoint,
     RecordedWorkload,
     StudyContext,
     StudyIdentity,
@@ -71,7 +79,7 @@ from tritontune.search.study import (
     save_baseline,
     save_budget,
     save_config,
-    save_confirmed,
+    save_playoff,
     save_point,
     save_precisions,
     save_space,
@@ -89,8 +97,9 @@ from tritontune.session import Session
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
 #: the minimum of replies per window still hold.
 SEARCH_MEASURE = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=6)
-#: The winner is confirmed with longer windows: more samples, a truer p99.
-CONFIRM_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=8)
+#: The playoff's rounds: longer windows than the search's (more samples, a truer p99), short
+#: enough that a dozen of them take about a minute.
+PLAYOFF_MEASURE = MeasureSettings(warmup_s=0.5, window_s=0.5, min_window_requests=100, max_windows=6)
 
 #: Re-proposals of known points in a row after which the search stops (the space is worn out).
 MAX_REPEATS = 50
@@ -100,7 +109,7 @@ SERVER_DEATHS_TO_FAIL = 2
 #: How long a server that stopped answering after an error gets to show whether it died.
 FAULT_GRACE_S = 2.0
 #: How often a worker with nothing left to start looks again at the others' running trials.
-HEARTBEAT_WAIT_S = 0.5
+HEARTBEAT_WAIT_S = 0.2
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -125,6 +134,8 @@ class SearchSettings:
     host_group: str | None = None
     """Workers on other hardware search as their own group: the study ``NAME@GROUP``, so that
     figures of different machines never mix (each group has its own baseline and winner)."""
+    playoff: PlayoffSettings = field(default_factory=lambda: PlayoffSettings(measure=PLAYOFF_MEASURE))
+    """The verdict's re-measurement (``top`` 0: no playoff, the screening figures stand)."""
 
     def study_name_for(self, model: str) -> str:
         """The study this search reads and writes: ``--study`` or the default name, in the host
@@ -148,6 +159,10 @@ class SearchProgress:
     """(this trial, the best so far, ETA in seconds or None)."""
     on_precisions: Callable[[dict[str, PrecisionCheck]], None] | None = None
     """The precision variants built and checked before the search (accepted or not)."""
+    on_playoff_start: Callable[[list[Contender], int], None] | None = None
+    """(the contenders, rounds per stage)."""
+    on_playoff_round: Callable[[int, int, Contender, RoundFigure | None], None] | None = None
+    """(stage, round, contender, its figure or None when it failed)."""
 
 
 @dataclass
@@ -251,11 +266,13 @@ class SearchResult:
         return self.study.best
 
     @property
-    def confirmed(self) -> OperatingPoint | None:
-        """The best config's operating point re-measured with longer windows (see
-        :func:`confirm_operating_point`); ``None`` when nothing met the SLO."""
-        best = self.best
-        return self.study.confirmed_point(best.number) if best else None
+    def winner(self) -> BestPoint | None:
+        """The verdict: the playoff's winner and its figures; None when nothing held its SLO."""
+        return self.study.best_point()
+
+    @property
+    def playoff(self) -> PlayoffResult | None:
+        return self.study.playoff
 
     @property
     def precisions(self) -> dict[str, dict[str, Any]]:
@@ -263,7 +280,7 @@ class SearchResult:
         return self.study.precisions
 
     def improvement(self, result: TrialResult) -> float | None:
-        """Throughput relative to the baseline's (0.25 = 25 % better)."""
+        """Screening throughput relative to the baseline's screening figure (0.25 = 25 % better)."""
         return self.study.gain(result.throughput)
 
     def to_dict(self, top: int = 10) -> dict[str, Any]:
@@ -272,13 +289,22 @@ class SearchResult:
                 "trial": r.number,
                 "params": r.params,
                 "config": r.knobs,
-                "operating_point": r.operating_point.to_dict() if r.operating_point else None,
-                "improvement_over_baseline": self.improvement(r),
+                "screening_operating_point": r.operating_point.to_dict() if r.operating_point else None,
+                "screening_improvement_over_baseline": self.improvement(r),
                 "accuracy": r.accuracy,
                 "config_pbtxt": r.config_pbtxt,
             }
 
-        best = self.best
+        winner = self.winner
+        best = None
+        if winner is not None:
+            gain = self.study.gain_of(winner)
+            best = {
+                **entry(winner.result),
+                "operating_point": winner.point.to_dict(),
+                "figures": winner.figures,
+                "improvement_over_baseline": gain.to_dict(4) if gain else None,
+            }
         return {
             "tritontune_version": __version__,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -288,9 +314,9 @@ class SearchResult:
             "load_mode": self.load_mode.value,
             "space": self.study.space,
             "baseline": self.baseline.to_dict() if self.baseline else None,
-            "best": entry(best) if best else None,
-            "confirmed": self.confirmed.to_dict() if self.confirmed else None,
-            "top": [entry(r) for r in self.results[:top]],
+            "best": best,
+            "playoff": self.playoff.to_dict() if self.playoff else None,
+            "screening_top": [entry(r) for r in self.results[:top]],
             "failed": [{"trial": r.number, "params": r.params, "error": r.error} for r in self.failed],
             "completed_trials": len(self.results),
             "trials_this_run": self.trials_this_run,
@@ -385,7 +411,7 @@ def run_search(
         if progress.on_trial_done:
             progress.on_trial_done(read_trial(study, trial.number), read_study(study).best, budget.eta())
 
-    _confirm_best(study, session, space, worker)
+    _playoff(study, session, space, settings, worker, progress)
     return SearchResult(
         study=read_study(study),
         storage=settings.storage_name,
@@ -596,24 +622,65 @@ def _baseline(
     return baseline
 
 
-def _confirm_best(study: optuna.Study, session: Session, space: SearchSpace, worker: WorkerId) -> None:
-    """Confirm the best trial's operating point once, by one worker (kept in the study, so a
-    resumed search that finds no better config reuses it)."""
+def _playoff(
+    study: optuna.Study,
+    session: Session,
+    space: SearchSpace,
+    settings: SearchSettings,
+    worker: WorkerId,
+    progress: SearchProgress,
+) -> None:
+    """The playoff of the top candidates and the baseline, run once by one worker and kept in
+    the study (a resumed search whose top candidates are unchanged reuses it)."""
     record = read_study(study)
-    best = record.best
-    if best is None or best.operating_point is None or record.confirmed_point(best.number):
+    top = [r for r in record.feasible if r.operating_point is not None][: settings.playoff.top]
+    if not top:
         return
-    if not claim(study, f"confirm-{best.number}", worker):
-        return  # another worker confirms it
-    try:
-        session.load_variant(space.to_variant(best.params))
-        confirmed = confirm_operating_point(
-            lambda spec: session.measure(spec, CONFIRM_MEASURE), best.operating_point
+    numbers = sorted(r.number for r in top)
+    if record.playoff is not None:
+        had = sorted(e.trial for e in record.playoff.entries if e.trial is not None)
+        if had == numbers:
+            return  # the same contenders as the last playoff: its verdict stands
+    if not claim(study, "playoff-" + "-".join(map(str, numbers)), worker):
+        return  # another worker runs it
+    contenders = []
+    for trial in top:
+        assert trial.operating_point is not None
+        variant = space.to_variant(trial.params)
+        contenders.append(
+            Contender(
+                trial=trial.number,
+                variant=variant,
+                load=trial.operating_point.load,
+                screening_throughput=trial.operating_point.throughput,
+                simplicity=simplicity(session.build_config(variant)),
+            )
         )
-    except ServerDiedError:
-        session.restart(reload=False)
-        return
-    save_confirmed(study, best.number, confirmed)
+    if record.baseline is not None and record.baseline.levels:
+        base = record.baseline
+        load = base.load if base.feasible else min(level.load for level in base.levels)
+        contenders.append(Contender(None, Variant(), load, base.throughput if base.feasible else 0.0))
+    if progress.on_playoff_start:
+        progress.on_playoff_start(contenders, settings.playoff.rounds)
+    result = run_playoff(
+        session,
+        contenders,
+        settings.slo_p99_s,
+        settings.load_mode,
+        settings.playoff,
+        on_round=progress.on_playoff_round,
+    )
+    save_playoff(study, result)
+
+
+def simplicity(config: ModelConfig) -> tuple[float, ...]:
+    """How much a config costs to run, for the playoff's tie rule: instances, then the largest
+    batch, then the queue delay (smaller is simpler)."""
+    instances = sum(max(group.count, 1) for group in config.instance_group) or 1
+    delay = 0
+    if config.HasField("dynamic_batching"):
+        delay = config.dynamic_batching.max_queue_delay_microseconds
+    return (float(instances), float(config.max_batch_size), float(delay))
 
 
 def measure_operating_point(

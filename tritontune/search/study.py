@@ -39,6 +39,7 @@ from tritontune.errors import InputError
 from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.operating_point import OperatingPoint
+from tritontune.search.playoff import Interval, PlayoffEntry, PlayoffResult
 from tritontune.units import format_duration
 
 DEFAULT_STORAGE = "sqlite:///tritontune.db"
@@ -69,6 +70,7 @@ class _StudyKey:
     BASELINE = "baseline"
     BASELINE_CONFIG = "baseline_config_pbtxt"
     CONFIRMED = "confirmed"
+    PLAYOFF = "playoff"
     BUDGET = "budget_trials"
 
 
@@ -217,8 +219,8 @@ class TrialResult:
 
 @dataclass(frozen=True)
 class ConfirmedPoint:
-    """The winner's operating point re-measured with longer windows (see
-    :func:`tritontune.search.operating_point.confirm_operating_point`)."""
+    """Studies made before the playoff: the winner's operating point re-measured once with
+    longer windows (the confirmation the playoff replaced)."""
 
     trial: int
     operating_point: OperatingPoint
@@ -226,12 +228,24 @@ class ConfirmedPoint:
 
 @dataclass(frozen=True)
 class BestPoint:
-    """The best config and the figure to state for it: the confirmed point when the confirmation
-    held, else the search's own (screening) measurement."""
+    """A config of the verdict and the figure to state for it: the playoff's figures where there
+    was a playoff (studies before it: the confirmed point), else the search's own screening
+    measurement."""
 
     result: TrialResult
     point: OperatingPoint
     confirmed: bool
+    """The figure was re-measured and held (playoff, or an older study's confirmation)."""
+    playoff: PlayoffEntry | None = None
+    """Its playoff entry: rounds, intervals, gain over the baseline within the same rounds."""
+
+    @property
+    def figures(self) -> str:
+        """Where the figure comes from: ``playoff``, ``confirmed`` (older studies) or
+        ``screening`` (the search's short measurement, not re-measured)."""
+        if self.playoff is not None:
+            return "playoff"
+        return "confirmed" if self.confirmed else "screening"
 
 
 @dataclass(frozen=True)
@@ -248,6 +262,8 @@ class StudyRecord:
     baseline: OperatingPoint | None = None
     baseline_config_pbtxt: str | None = None
     confirmed: ConfirmedPoint | None = None
+    """Studies made before the playoff: the winner re-measured once."""
+    playoff: PlayoffResult | None = None
     context: StudyContext = field(default_factory=StudyContext)
     trials: tuple[TrialResult, ...] = ()
     """Every trial, in order (running, interrupted and duplicate ones included)."""
@@ -288,14 +304,45 @@ class StudyRecord:
         return None
 
     def best_point(self) -> BestPoint | None:
-        """The best config with the one figure every output states for it."""
-        best = self.best
-        if best is None or best.operating_point is None:
-            return None
-        confirmed = self.confirmed_point(best.number)
-        if confirmed is not None and confirmed.feasible:
-            return BestPoint(best, confirmed, True)
-        return BestPoint(best, best.operating_point, False)
+        """The winner with the one figure every output states for it; None when nothing met the
+        SLO, or when the playoff found that nothing held."""
+        verdict = self.verdict()
+        return verdict[0] if verdict else None
+
+    def verdict(self) -> list[BestPoint]:
+        """The configs to state and export, best first. After a playoff: the contenders that
+        held, the winner first, with the playoff's figures (what did not hold is left out).
+        Without one: the screening ranking, the winner with its confirmed point if it held."""
+        if self.playoff is not None:
+            playoff = self.playoff
+            by_number = {t.number: t for t in self.trials}
+            return [
+                BestPoint(
+                    by_number[entry.trial],
+                    entry.operating_point(playoff.slo_p99_s, playoff.load_mode),
+                    True,
+                    entry,
+                )
+                for entry in playoff.held
+                if entry.trial in by_number
+            ]
+        ranked = []
+        for rank, result in enumerate(self.feasible):
+            assert result.operating_point is not None
+            confirmed = self.confirmed_point(result.number) if rank == 0 else None
+            if confirmed is not None and confirmed.feasible:
+                ranked.append(BestPoint(result, confirmed, True))
+            else:
+                ranked.append(BestPoint(result, result.operating_point, False))
+        return ranked
+
+    def gain_of(self, point: BestPoint) -> Interval | None:
+        """``point``'s gain over the baseline: the playoff's per-round ratios where it has them,
+        else the screening figures' ratio (an interval of one value)."""
+        if point.playoff is not None:
+            return point.playoff.gain
+        gain = self.gain(point.point.throughput)
+        return None if gain is None else Interval(gain, gain, gain)
 
     def gain(self, throughput: float) -> float | None:
         """``throughput`` over the baseline's, minus one (0.25: 25 % more); None without a
@@ -449,7 +496,12 @@ def save_baseline(study: optuna.Study, point: OperatingPoint, config_pbtxt: str)
 
 
 def save_confirmed(study: optuna.Study, trial_number: int, point: OperatingPoint) -> None:
+    """(Kept for tests of studies made before the playoff.)"""
     study.set_user_attr(_StudyKey.CONFIRMED, {"trial": trial_number, "operating_point": point.to_dict()})
+
+
+def save_playoff(study: optuna.Study, result: PlayoffResult) -> None:
+    study.set_user_attr(_StudyKey.PLAYOFF, result.to_dict())
 
 
 # -- writing trials ----------------------------------------------------------------------------------
@@ -674,6 +726,7 @@ def read_study(study: optuna.Study) -> StudyRecord:
     precisions = dict(attrs.get(_StudyKey.PRECISIONS) or {})
     baseline = attrs.get(_StudyKey.BASELINE)
     confirmed = attrs.get(_StudyKey.CONFIRMED)
+    playoff = attrs.get(_StudyKey.PLAYOFF)
     return StudyRecord(
         name=study.study_name,
         identity=identity,
@@ -689,6 +742,7 @@ def read_study(study: optuna.Study) -> StudyRecord:
         )
         if confirmed
         else None,
+        playoff=PlayoffResult.from_dict(playoff) if playoff else None,
         context=StudyContext.from_attrs(attrs),
         trials=tuple(_trial_result(t, precisions) for t in study.get_trials(deepcopy=False)),
         budget_trials=attrs.get(_StudyKey.BUDGET),

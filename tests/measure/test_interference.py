@@ -1,0 +1,80 @@
+"""Interference detection: the probe reads real processes (a real CPU burner, no fakes)."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tritontune.measure.interference import (
+    OTHER_CORES_LIMIT,
+    Interference,
+    InterferenceProbe,
+    WindowLoad,
+)
+
+BURN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
+
+
+def burner(seconds: float) -> subprocess.Popen:
+    """Another tenant of the machine: started through a shell that exits at once, so the burner
+    is re-parented to init and is not a child of ours (children count as tritontune's own)."""
+    return subprocess.Popen(
+        ["sh", "-c", f"{sys.executable} -c '{BURN.format(seconds=seconds)}' & echo $!"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_cpu_burning_process_disturbs_the_window():
+    probe = InterferenceProbe(threading.get_native_id())
+    shell = burner(1.0)
+    pid = int(shell.stdout.readline())  # the burner was re-parented to init: not ours
+    shell.wait()
+    time.sleep(1.2)  # it burns about one core for the whole window, then ends
+    window = probe.sample()
+    assert window.other_cores >= OTHER_CORES_LIMIT, window
+    assert window.disturbed
+    assert window.culprit is not None and f"pid {pid}" in window.culprit
+
+
+def test_own_children_are_not_interference():
+    probe = InterferenceProbe(threading.get_native_id())
+    child = subprocess.Popen([sys.executable, "-c", BURN.format(seconds=1.0)])
+    time.sleep(0.8)
+    window = probe.sample()  # the child burns one core all along; none of it is counted
+    child.wait()
+    assert window.other_cores < 0.7, window  # what the rest of a busy machine may add
+    assert window.culprit is None or f"pid {child.pid}," not in window.culprit
+
+
+def test_loadgen_thread_busy_is_measured():
+    probe = InterferenceProbe(threading.get_native_id())
+    cpu, wall = time.thread_time(), time.monotonic()
+    end = time.perf_counter() + 0.6
+    while time.perf_counter() < end:  # this thread is the "load generator": busy the whole time
+        pass
+    busy = probe.sample().loadgen_busy
+    truth = (time.thread_time() - cpu) / (time.monotonic() - wall)  # Python's own thread clock
+    assert busy == pytest.approx(truth, abs=0.15) and busy > 0.1
+
+
+def test_summary_says_what_happened():
+    clean = WindowLoad(1.0, 0.01, 0.0, 0.3)
+    busy = WindowLoad(1.0, 0.9, 0.0, 0.3, "stress (pid 7, 0.9 cores)")
+    remeasured = Interference.of([clean, busy, clean, clean, clean], [clean, clean, clean])
+    assert not remeasured.result_disturbed
+    text = remeasured.describe()
+    assert text is not None
+    assert "1 of 5 windows disturbed" in text and "0.9 cores" in text and "pid 7" in text
+    assert "re-measured until clean" in text
+    stuck = Interference.of([busy, busy, busy], [busy, busy, busy])
+    assert stuck.result_disturbed and "NOT clean" in (stuck.describe() or "")
+    assert Interference.of([clean], [clean]).describe() is None
+    assert Interference.from_dict(stuck.to_dict()) == stuck
+
+
+@pytest.mark.parametrize("steal", [0.0, 0.2])
+def test_steal_disturbs(steal: float):
+    assert WindowLoad(1.0, 0.0, steal, 0.1).disturbed is (steal > 0)

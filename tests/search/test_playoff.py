@@ -1,0 +1,204 @@
+"""The playoff on scripted measurements: interleaving, medians and intervals, the hold rule with
+its step down, the tie rule, and the gain within rounds."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from tests.search.test_operating_point import measurement
+from tritontune.config.variant import Variant
+from tritontune.errors import ServerDiedError
+from tritontune.measure.interference import Interference
+from tritontune.measure.loadgen import LoadMode, LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.search.playoff import (
+    HOLD_MARGIN,
+    Contender,
+    Interval,
+    PlayoffEntry,
+    PlayoffResult,
+    RoundFigure,
+    held,
+    pick_winner,
+    run_playoff,
+)
+
+SLO = 0.05
+#: A figure per contender and load: (throughput, p99) for each successive measurement.
+Script = Callable[[int | None, float, int], tuple[float, float]]
+
+
+class ScriptedSession:
+    """Just load_variant / measure / restart: each measurement comes from ``script`` (which
+    contender, at which load, its n-th measurement)."""
+
+    def __init__(self, script: Script, dies: dict[int | None, int] | None = None) -> None:
+        self.script, self.loaded, self.order = script, None, []
+        self.counts: dict[int | None, int] = {}
+        self.dies = dict(dies or {})
+        self.restarts = 0
+
+    def load_variant(self, variant: Variant):
+        self.loaded = variant.max_batch_size  # the trial number stands in the batch size
+        return None
+
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
+        who = self.loaded
+        if self.dies.get(who, 0) > 0:
+            self.dies[who] -= 1
+            raise ServerDiedError("tritonserver died (exit code -9)", "")
+        n = self.counts.get(who, 0)
+        self.counts[who] = n + 1
+        self.order.append(who)
+        throughput, p99 = self.script(who, load.value, n)
+        return measurement(load, throughput, p99)
+
+    def restart(self, *, reload: bool = True) -> None:
+        self.restarts += 1
+
+
+def contender(
+    trial: int | None, load: float = 16, screening: float = 1000.0, simplicity=()
+) -> Contender:
+    variant = Variant(max_batch_size=trial) if trial is not None else Variant()
+    return Contender(trial, variant, load, screening, simplicity)
+
+
+def play(session: ScriptedSession, contenders: list[Contender], rounds: int = 3) -> PlayoffResult:
+    from tritontune.search.playoff import PlayoffSettings
+
+    return run_playoff(session, contenders, SLO, LoadMode.CONCURRENCY, PlayoffSettings(rounds=rounds))
+
+
+def steady(table: dict[int | None, float], p99: float = 0.02) -> Script:
+    return lambda who, load, n: (table[who], p99)
+
+
+def test_contenders_are_interleaved_round_by_round():
+    session = ScriptedSession(steady({1: 900, 2: 1000, 3: 1100, None: 500}))
+    play(session, [contender(1), contender(2), contender(3), contender(None)])
+    assert session.order == [1, 2, 3, None] * 3  # A, B, C, base, A, B, C, base, ...
+
+
+def test_winner_on_medians_with_intervals_and_gain_within_rounds():
+    # a slow second round hits everybody: the ratios within rounds stay steady
+    slow = {0: 1.0, 1: 0.6, 2: 1.0}
+    base = {None: 500.0, 1: 1000.0, 2: 2000.0}
+    session = ScriptedSession(lambda who, load, n: (base[who] * slow[n], 0.02))
+    result = play(session, [contender(1), contender(2), contender(None)])
+    assert result.winner == 2 and result.tied == ()
+    top = result.entry(2)
+    assert top is not None and top.held
+    assert top.throughput == Interval(2000, 1200, 2000)
+    assert top.gain == Interval(3.0, 3.0, 3.0)  # 2000/500 in every round, slow or not
+    assert [e.trial for e in result.entries] == [2, 1, None]  # held by median, baseline last
+    assert result.baseline is not None and result.baseline.held
+
+
+def test_overlapping_intervals_are_a_tie_won_by_the_simpler_config():
+    figures = {1: [1000, 1180, 1100], 2: [1150, 1050, 1120], None: [500, 500, 500]}
+    session = ScriptedSession(lambda who, load, n: (figures[who][n], 0.02))
+    contenders = [
+        contender(1, simplicity=(1.0, 32.0, 500.0)),  # one instance
+        contender(2, simplicity=(2.0, 16.0, 100.0)),  # two instances: dearer
+        contender(None),
+    ]
+    result = play(session, contenders)
+    assert result.entry(2).throughput.median > result.entry(1).throughput.median
+    assert set(result.tied) == {1, 2}
+    assert result.winner == 1  # tied, and simpler
+
+
+def test_clearly_better_config_wins_even_if_dearer():
+    figures = {1: [1000, 1010, 990], 2: [1500, 1490, 1520], None: [500, 500, 500]}
+    session = ScriptedSession(lambda who, load, n: (figures[who][n], 0.02))
+    result = play(
+        session, [contender(1, simplicity=(1.0,)), contender(2, simplicity=(4.0,)), contender(None)]
+    )
+    assert result.winner == 2 and result.tied == ()
+
+
+def test_a_contender_over_the_slo_steps_down_until_it_holds():
+    def script(who, load, n):  # trial 1's p99 is over the SLO above load 12
+        return (1000.0, 0.06 if who == 1 and load > 12 else 0.02)
+
+    session = ScriptedSession(script)
+    result = play(session, [contender(1, load=16), contender(2, load=16), contender(None, load=8)])
+    one = result.entry(1)
+    assert one is not None and one.held and one.load == 12  # floor(16 * 0.8)
+    assert one.loads_tried == (16, 12)
+    assert result.stages == 2
+    assert any("loads tried 16, 12" in note for note in result.notes)
+    # the second stage re-measured only trial 1, with the baseline as the reference of its ratios
+    assert session.order[9:] == [1, None, 1, None, 1, None]
+    assert one.gain is not None
+
+
+def test_a_contender_that_never_holds_is_never_the_winner():
+    session = ScriptedSession(
+        lambda who, load, n: (2000.0 if who == 1 else 1000.0, 0.08 if who == 1 else 0.02)
+    )
+    result = play(session, [contender(1), contender(2), contender(None)])
+    one = result.entry(1)
+    assert one is not None and not one.held and len(one.loads_tried) == 3
+    assert result.winner == 2  # the faster one never held its SLO
+    assert [e.trial for e in result.held] == [2]
+
+
+def test_no_winner_when_nothing_holds():
+    session = ScriptedSession(lambda who, load, n: (1000.0, 0.09))
+    result = play(session, [contender(1, load=4), contender(None, load=1)])
+    assert result.winner is None and result.held == []
+
+
+def test_hold_rule_needs_the_margin_and_a_majority():
+    def fig(p99: float, meets: bool = True) -> RoundFigure:
+        return RoundFigure(1000, p99 / 2, p99, p99 / 2, 1000, 0, meets, True)
+
+    under = SLO * (1 - HOLD_MARGIN)
+    assert held([fig(under), fig(under), fig(under)], SLO)
+    assert not held([fig(under * 1.01)] * 3, SLO)  # within the SLO but not the margin
+    assert not held([fig(0.01, False), fig(0.01, False), fig(0.01)], SLO)  # errors in most rounds
+    assert held([fig(0.01, False), fig(0.01), fig(0.01)], SLO)  # one bad round of three
+    assert not held([], SLO)
+
+
+def test_a_server_death_is_measured_again_and_twice_is_the_configs():
+    session = ScriptedSession(steady({1: 1000, 2: 900, None: 500}), dies={1: 1, 2: 2})
+    result = play(session, [contender(1), contender(2), contender(None)], rounds=1)
+    assert result.entry(1).held  # died once: restarted, measured again
+    two = result.entry(2)
+    assert two is not None and not two.held and two.error and "server down" in two.error
+    assert session.restarts == 3
+
+
+def test_disturbed_rounds_are_noted():
+    noisy = Interference(5, 2, True, 0.9, 0.0, 0.3, "stress (pid 7, 0.9 cores)")
+
+    class Noisy(ScriptedSession):
+        def measure(self, load, settings=None):
+            return dataclasses.replace(super().measure(load, settings), interference=noisy)
+
+    result = play(Noisy(steady({1: 1000, None: 500})), [contender(1), contender(None)])
+    assert result.disturbed_rounds == 6
+    assert any("stress (pid 7" in note and "NOT clean" in note for note in result.notes)
+
+
+def test_round_trip_through_dict():
+    session = ScriptedSession(steady({1: 1000, 2: 1010, None: 500}))
+    result = play(session, [contender(1, screening=1200), contender(2), contender(None)])
+    again = PlayoffResult.from_dict(result.to_dict())
+    assert again == result
+    entry = again.entry(1)
+    assert entry is not None and entry.screening_ratio == pytest.approx(1000 / 1200)
+    op = entry.operating_point(SLO, LoadMode.CONCURRENCY)
+    assert op.feasible and op.throughput == 1000 and len(op.levels) == 3
+
+
+def test_pick_winner_ignores_the_baseline():
+    base = PlayoffEntry(None, 8, True, (RoundFigure(9999, 0.01, 0.02, 0.01, 10, 0, True, True),), 0)
+    worse = PlayoffEntry(1, 8, True, (RoundFigure(100, 0.01, 0.02, 0.01, 10, 0, True, True),), 0)
+    assert pick_winner([base, worse], {1: ()}) == (1, ())

@@ -1,0 +1,210 @@
+"""What else the machine did during a measurement window: interference detection.
+
+A shared machine's other tenants (a build, a backup, another benchmark) take CPU from the server
+and from the load generator, and the figure of that window is then the machine's, not the
+config's. Neither perf_analyzer nor Model Analyzer looks. At every window edge a
+:class:`InterferenceProbe` reads, for the span since the previous edge:
+
+- the CPU time of every process that is neither tritontune (this process and its children, which
+  include a locally launched server) nor a Triton server of another launcher (``tritonserver`` and
+  its Python backend stubs, e.g. in a container), in cores (1.0 = one core busy all the window);
+- the CPU time the hypervisor took from this machine (``steal`` in /proc/stat), in cores;
+- how busy the load generator's own thread was (0..1; near 1 it ran out of CPU, so the window
+  measured the client as much as the server).
+
+A window is *disturbed* when other processes used :data:`OTHER_CORES_LIMIT` cores or more, or
+steal reached :data:`STEAL_CORES_LIMIT`. The measurement does not count a disturbed window towards
+stability and takes more windows instead (bounded, see ``MeasureSettings.extra_windows``); a
+level whose reported windows are still disturbed says so. A busy load generator is reported, not
+re-measured: measuring again would not give it more CPU.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import psutil
+
+#: Other processes using this many cores (averaged over a window) disturb it.
+OTHER_CORES_LIMIT = 0.25
+#: The hypervisor taking this many cores disturbs a window.
+STEAL_CORES_LIMIT = 0.10
+#: The load generator's thread busy this share of a window: it ran out of CPU.
+LOADGEN_BUSY_LIMIT = 0.90
+#: Processes that are a Triton server however it was launched (a container's show on the host).
+SERVER_PROCESS_NAMES = ("tritonserver", "triton_python_backend_stub")
+
+
+@dataclass(frozen=True)
+class WindowLoad:
+    """What the machine did besides the measurement during one window."""
+
+    wall_s: float
+    other_cores: float
+    steal_cores: float
+    loadgen_busy: float
+    culprit: str | None = None
+    """The other process that used the most CPU, as ``name (pid N, 0.9 cores)``."""
+
+    @property
+    def disturbed(self) -> bool:
+        return self.other_cores >= OTHER_CORES_LIMIT or self.steal_cores >= STEAL_CORES_LIMIT
+
+    @property
+    def loadgen_saturated(self) -> bool:
+        return self.loadgen_busy >= LOADGEN_BUSY_LIMIT
+
+
+@dataclass(frozen=True)
+class Interference:
+    """A measurement's interference, over all its windows (maxima) and its reported ones."""
+
+    windows: int
+    disturbed_windows: int
+    """Windows taken while the machine was disturbed (not counted as stable; more were taken)."""
+    result_disturbed: bool
+    """The reported (merged) windows include a disturbed one: the figure is not clean."""
+    other_cores: float
+    steal_cores: float
+    loadgen_busy: float
+    culprit: str | None = None
+
+    @classmethod
+    def of(cls, windows: list[WindowLoad], reported: list[WindowLoad]) -> Interference:
+        worst = max(windows, key=lambda w: w.other_cores, default=None)
+        return cls(
+            windows=len(windows),
+            disturbed_windows=sum(w.disturbed for w in windows),
+            result_disturbed=any(w.disturbed for w in reported),
+            other_cores=max((w.other_cores for w in windows), default=0.0),
+            steal_cores=max((w.steal_cores for w in windows), default=0.0),
+            loadgen_busy=max((w.loadgen_busy for w in reported), default=0.0),
+            culprit=worst.culprit if worst is not None and worst.disturbed else None,
+        )
+
+    @property
+    def loadgen_saturated(self) -> bool:
+        return self.loadgen_busy >= LOADGEN_BUSY_LIMIT
+
+    def describe(self) -> str | None:
+        """One line for the user, or None when nothing worth saying happened."""
+        parts = []
+        if self.disturbed_windows:
+            what = []
+            if self.other_cores >= OTHER_CORES_LIMIT:
+                who = f" ({self.culprit})" if self.culprit else ""
+                what.append(f"other processes used up to {self.other_cores:.1f} cores{who}")
+            if self.steal_cores >= STEAL_CORES_LIMIT:
+                what.append(f"the hypervisor stole up to {self.steal_cores:.1f} cores")
+            verdict = (
+                "the reported figure is NOT clean"
+                if self.result_disturbed
+                else "re-measured until clean"
+            )
+            parts.append(
+                f"{self.disturbed_windows} of {self.windows} windows disturbed: "
+                f"{'; '.join(what)}; {verdict}"
+            )
+        if self.loadgen_saturated:
+            parts.append(
+                f"the load generator ran out of CPU (busy {self.loadgen_busy:.0%} of a window): "
+                "the figure is partly the client's"
+            )
+        return "; ".join(parts) or None
+
+    def to_dict(self) -> dict:
+        return {
+            "windows": self.windows,
+            "disturbed_windows": self.disturbed_windows,
+            "result_disturbed": self.result_disturbed,
+            "other_cores": round(self.other_cores, 3),
+            "steal_cores": round(self.steal_cores, 3),
+            "loadgen_busy": round(self.loadgen_busy, 3),
+            "culprit": self.culprit,
+            "summary": self.describe(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Interference:
+        return cls(
+            windows=int(data["windows"]),
+            disturbed_windows=int(data["disturbed_windows"]),
+            result_disturbed=bool(data["result_disturbed"]),
+            other_cores=float(data["other_cores"]),
+            steal_cores=float(data["steal_cores"]),
+            loadgen_busy=float(data["loadgen_busy"]),
+            culprit=data.get("culprit"),
+        )
+
+
+class InterferenceProbe:
+    """Reads the machine's CPU accounting at window edges; :meth:`sample` gives the span since
+    the previous call. ``loadgen_thread`` is the native id of the thread that runs the load
+    generator (its CPU use tells whether the client kept up)."""
+
+    def __init__(self, loadgen_thread: int) -> None:
+        self._me = psutil.Process()
+        self._thread_id = loadgen_thread
+        self._at = time.monotonic()
+        self._steal = _steal_seconds()
+        self._loadgen = self._loadgen_seconds()
+        self._cpu = self._other_cpu_seconds()
+
+    def sample(self) -> WindowLoad:
+        at, steal, loadgen = time.monotonic(), _steal_seconds(), self._loadgen_seconds()
+        cpu = self._other_cpu_seconds()
+        wall = max(at - self._at, 1e-6)
+        used: dict[int, float] = {}
+        for pid, (seconds, created, _) in cpu.items():
+            before = self._cpu.get(pid)
+            if before is not None and before[1] == created:
+                used[pid] = seconds - before[0]
+            elif created >= self._at - 1.0:  # started during the window: all its time is new
+                used[pid] = seconds
+        culprit = None
+        if used:
+            pid = max(used, key=lambda p: used[p])
+            if used[pid] > 0:
+                culprit = f"{cpu[pid][2]} (pid {pid}, {used[pid] / wall:.1f} cores)"
+        window = WindowLoad(
+            wall_s=wall,
+            other_cores=max(0.0, sum(used.values())) / wall,
+            steal_cores=max(0.0, steal - self._steal) / wall,
+            loadgen_busy=min(1.0, max(0.0, loadgen - self._loadgen) / wall),
+            culprit=culprit,
+        )
+        self._at, self._steal, self._loadgen, self._cpu = at, steal, loadgen, cpu
+        return window
+
+    def _loadgen_seconds(self) -> float:
+        for thread in self._me.threads():
+            if thread.id == self._thread_id:
+                return thread.user_time + thread.system_time
+        return 0.0
+
+    def _other_cpu_seconds(self) -> dict[int, tuple[float, float, str]]:
+        """CPU seconds, start time and name of every process that is not ours nor a server."""
+        ours = {self._me.pid} | {child.pid for child in _children(self._me)}
+        found = {}
+        for process in psutil.process_iter(["name", "cpu_times", "create_time"]):
+            info = process.info
+            if process.pid in ours or info["cpu_times"] is None:
+                continue
+            name = info["name"] or "?"
+            if name.startswith(SERVER_PROCESS_NAMES):
+                continue
+            times = info["cpu_times"]
+            found[process.pid] = (times.user + times.system, info["create_time"] or 0.0, name)
+        return found
+
+
+def _children(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _steal_seconds() -> float:
+    return float(getattr(psutil.cpu_times(), "steal", 0.0))
