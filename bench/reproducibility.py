@@ -90,7 +90,8 @@ def export_and_check(work: Path, seed: int) -> tuple[str, str]:
     check = tritontune("check", str(out), "--summary", str(work / f"check-{seed}.md"))
     text = check.communicate()[0]
     verdict = "pass" if check.returncode == 0 else f"FAIL (exit {check.returncode})"
-    return verdict, next((ln for ln in text.splitlines() if "confidence" in ln), text[-300:])
+    rows = [ln for ln in text.splitlines() if ln.lstrip("│┃ ").startswith("mlp")]
+    return verdict, " ".join(rows[0].replace("│", " ").split()) if rows else text[-300:]
 
 
 def interval(figure: dict | None, percent: bool = False) -> str:
@@ -125,7 +126,8 @@ def main() -> None:
             screening = best["screening_operating_point"]["throughput"]
             ratio = entry["throughput"]["median"] / screening
             knobs = best["config"]
-            region = (knobs.get("max_batch_size"), knobs.get("instance_count"), knobs.get("precision"))
+            instances = sum(g.get("count", 1) for g in knobs.get("instance_group", [])) or 1
+            region = (knobs.get("max_batch_size"), instances, knobs.get("precision", "fp32"))
             print(f"  search + playoff: {took:.0f} s; winner trial {best['trial']}: {knobs}")
             print(
                 f"  playoff {interval(entry['throughput'])} infer/s at load {entry['load']:g}, "
