@@ -81,7 +81,7 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
     from tritontune.search.space import Choice, SearchSpace
     from tritontune.session import TuningSession
 
-    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
     storage = f"sqlite:///{tmp_path_factory.mktemp('studies') / 'studies.db'}"
     fixed = {
         "dynamic_batching": Choice((True,)),
@@ -103,7 +103,7 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
         ):
             settings = SearchSettings(
                 slo_p99_s=slo, trials=trials, seed=1, storage=storage, study_name=name, measure=fast,
-                playoff=PlayoffSettings(top=2, rounds=2, measure=fast),
+                playoff=PlayoffSettings(top=2, rounds=3, measure=fast),
             )  # fmt: skip
             result = run_search(session, space, settings)
             assert result.winner is not None, f"the {name} study found no config that held its SLO"

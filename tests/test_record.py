@@ -105,3 +105,16 @@ def test_a_gpu_driver_change_makes_hosts_differ():
     other = HostInfo("CPU", 16, ("NVIDIA H100",), gpu_driver="560.35")
     assert here.differences(other) == ["GPU driver 550.54 vs 560.35"]
     assert HostInfo.from_dict(other.to_dict()) == other  # kept in studies and records
+
+
+def test_check_holds_a_record_to_the_lowest_playoff_round():
+    from dataclasses import replace
+
+    from tritontune.record import RecordedPoint
+
+    base = make_record(
+        operating_point=RecordedPoint(throughput=5000, p50_ms=10, p99_ms=30, confirmed=True)
+    )
+    assert base.reference_throughput == 5000  # no playoff: the recorded figure
+    ranged = replace(base, playoff={"throughput": {"median": 5000, "low": 4600, "high": 5300}})
+    assert ranged.reference_throughput == 4600

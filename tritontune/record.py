@@ -173,6 +173,16 @@ class TuningRecord:
     def slo_p99_s(self) -> float:
         return self.slo_p99_ms / 1e3
 
+    @property
+    def reference_throughput(self) -> float:
+        """What ``check`` holds the model to: the lowest playoff round's throughput (a clean
+        re-measurement lands in the playoff's range; its median would fail one in two), else the
+        recorded figure."""
+        low = (self.playoff or {}).get("throughput", {}).get("low")
+        if low is None or low <= 0:
+            return self.operating_point.throughput
+        return min(float(low), self.operating_point.throughput)
+
     def to_dict(self) -> dict:
         point = self.operating_point
         return {

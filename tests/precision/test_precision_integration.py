@@ -19,7 +19,7 @@ from tritontune.search.space import Choice, SearchSpace
 from tritontune.session import TuningSession
 
 pytestmark = pytest.mark.integration
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
 runner = CliRunner()
 
 

@@ -88,7 +88,7 @@ def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path
         sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
-        "--results", str(results), "--warmup", "0.2s", "--window", "0.3s",
+        "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
         "--playoff-top", "2", "--playoff-rounds", "2",
     ]  # fmt: skip
     before = set(tritonserver_processes())

@@ -20,7 +20,7 @@ from tritontune.session import TuningSession
 pytestmark = pytest.mark.integration
 
 SLO = 0.050
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
 SMALL_SPACE = SearchSpace(
     {
         "max_batch_size": Choice((16, 64)),

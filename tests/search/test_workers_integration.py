@@ -48,7 +48,7 @@ def start_worker(
             sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
             "--slo-p99", "50ms", "--trials", str(BUDGET), "--space", str(space),
             "--study", study, "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
-            "--results", str(tmp_path / f"results-{seed}.json"),
+            "--max-windows", "4", "--results", str(tmp_path / f"results-{seed}.json"),
             "--playoff-top", "2", "--playoff-rounds", "1",
         ],
         env={**os.environ, "TRITONTUNE_STORAGE": storage},  # the URL stays off the command line

@@ -5,8 +5,8 @@
    a broken record is an input error, not a measurement.
 2. Each model is loaded on a real server (launched locally, or a remote one).
 3. Each tuned model is measured at its recorded load in rounds (:mod:`tritontune.check.verdict`)
-   and fails when p99 is over the SLO, throughput fell more than the tolerance below the record,
-   or requests failed.
+   and fails when p99 is over the SLO, throughput fell more than the tolerance below the record
+   (below the lowest of the playoff's rounds, for records that have them), or requests failed.
 
 Differences that make the comparison weaker but not void (another machine, another Triton or
 tritontune version, a config.pbtxt edited since export) are warnings beside the verdict.
@@ -277,7 +277,7 @@ def _measure_rounds(
         check.criteria = judge(
             check.rounds,
             slo_p99_s=record.slo_p99_s,
-            recorded_throughput=record.operating_point.throughput,
+            recorded_throughput=record.reference_throughput,
             tolerance=settings.tolerance,
         )
         if not needs_more_rounds(check.criteria) or target >= settings.max_rounds:

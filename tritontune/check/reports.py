@@ -72,7 +72,8 @@ _SUMMARY = jinja2.Environment(autoescape=False, trim_blocks=True, lstrip_blocks=
 ## tritontune check: {{ "passed" if report.passed else "FAILED" }}
 
 `{{ report.repository }}` on Triton {{ report.server_version }}, {{ report.host.summary() }};
-throughput may fall {{ "%.0f" % (report.tolerance * 100) }} % below its record.
+throughput may fall {{ "%.0f" % (report.tolerance * 100) }} % below its record
+(the lowest playoff round, where recorded).
 
 | model | load | p99 (SLO) | throughput (recorded) | verdict | confidence |
 |---|---|---|---|---|---|

@@ -109,6 +109,9 @@ def search(
     input_data: InputDataOption = None,
     warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "0.2s",
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "0.3s",
+    max_windows: Annotated[
+        int, typer.Option(help="Windows per load level before giving up on stability.", min=3)
+    ] = SEARCH_MEASURE.max_windows,
     accuracy: AccuracyOption = None,
     playoff_top: Annotated[
         int,
@@ -153,6 +156,7 @@ def search(
                 SEARCH_MEASURE,
                 warmup_s=parse_duration(warmup, what="--warmup"),
                 window_s=max(parse_duration(window, what="--window"), 0.05),
+                max_windows=max_windows,
             ),
             playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
         )
