@@ -27,7 +27,7 @@ system-deps:
 examples/model_repository/mlp/1/model.onnx: examples/make_example_model.py | setup
 	$(PY) examples/make_example_model.py
 
-# The main job on the bundled example, against a tritonserver launched locally (~3 minutes).
+# The main job on the bundled example, against a tritonserver launched locally (~6 minutes).
 # Running it again resumes the same study (add trials with --trials N).
 demo: setup examples/model_repository/mlp/1/model.onnx
 	$(VENV)/bin/tritontune search --model-repository examples/model_repository --model mlp \
