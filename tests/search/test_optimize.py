@@ -190,7 +190,7 @@ def test_two_workers_share_one_study_without_measuring_a_config_twice(source):
     assert len(set(points)) == 5  # distinct configs, none measured twice
     assert record.baseline is not None and record.playoff is not None
     # one worker measured the baseline (its first config); the playoff re-measures it later
-    assert sum(1 for s in sessions if s.variants[0] == Variant()) == 1
+    assert sum(1 for s in sessions if s.variants and s.variants[0] == Variant()) == 1
 
 
 def test_a_trial_left_running_by_a_dead_worker_is_measured_again(source, tmp_path: Path):
