@@ -105,7 +105,7 @@ class FakeSession:
     ) -> tuple[Measurement, int]:
         return self.measure(load, settings), 0
 
-    def prepare_precisions(self, precisions, *, tolerance_overrides=None):
+    def prepare_precisions(self, precisions, *, accuracy=None):
         raise AssertionError("the fake session has no precision variants")
 
     def restart(self, *, reload: bool = True) -> None:

@@ -16,6 +16,7 @@ from tritontune.config.variant import FP32, Variant, describe_config
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement
+from tritontune.precision.prepare import AccuracySettings
 from tritontune.session import Session
 
 
@@ -35,6 +36,8 @@ class ProfileResult:
     restarts: int = 0
     accuracy: dict | None = None
     """For a precision variant: its accuracy against FP32 (see :mod:`tritontune.precision`)."""
+    recipe: str | None = None
+    """For a precision variant: how it was built (the recipe that passed the accuracy gate)."""
 
     def to_dict(self) -> dict:
         return {
@@ -50,6 +53,7 @@ class ProfileResult:
             "config_switch_s": self.switch_s,
             "server_restarts": self.restarts,
             "accuracy": self.accuracy,
+            "recipe": self.recipe,
             "levels": [m.to_dict() for m in self.measurements],
         }
 
@@ -62,21 +66,22 @@ def run_profile(
     on_level_start: Callable[[LoadSpec], None] | None = None,
     on_level_done: Callable[[Measurement], None] | None = None,
     restart_retries: int = 1,
-    accuracy_overrides: dict[str, float] | None = None,
+    accuracy_settings: AccuracySettings | None = None,
 ) -> ProfileResult:
     """Load ``variant`` on the session's server and measure it at each of ``loads``.
 
     A precision variant is built and accuracy-checked first; one that fails its check is
     refused with the reason, never measured.
     """
-    accuracy = None
+    accuracy = recipe = None
     if variant.precision not in (None, FP32):
-        check = session.prepare_precisions([variant.precision], tolerance_overrides=accuracy_overrides)[
+        check = session.prepare_precisions([variant.precision], accuracy=accuracy_settings)[
             variant.precision
         ]
         if not check.accepted:
             raise InputError(f"precision {variant.precision}: rejected, not measured: {check.reason}")
         accuracy = check.to_dict()["accuracy"]
+        recipe = check.recipe.label() if check.recipe else None
     config = session.load_variant(variant)
     switch_s = session.last_switch_s
     measurements = []
@@ -102,4 +107,5 @@ def run_profile(
         measurements=measurements,
         restarts=restarts,
         accuracy=accuracy,
+        recipe=recipe,
     )

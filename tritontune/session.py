@@ -35,7 +35,7 @@ from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
 from tritontune.measure.workload import Workload, prepare_requests
 from tritontune.precision.convert import cache_dir as precision_cache_dir
-from tritontune.precision.prepare import PrecisionCheck, prepare_precisions
+from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, prepare_precisions
 from tritontune.server.client import TritonClient
 from tritontune.server.factory import LaunchSettings, make_launcher
 from tritontune.server.launcher import ServerInfo, TritonLauncher
@@ -80,7 +80,7 @@ class Session(Protocol):
     def server_ready(self) -> bool: ...
 
     def prepare_precisions(
-        self, precisions: list[str], *, tolerance_overrides: dict[str, float] | None = None
+        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
     ) -> dict[str, PrecisionCheck]: ...
 
 
@@ -228,7 +228,7 @@ class TuningSession:
 
     # -- variants ----------------------------------------------------------------------------
     def prepare_precisions(
-        self, precisions: list[str], *, tolerance_overrides: dict[str, float] | None = None
+        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
     ) -> dict[str, PrecisionCheck]:
         """Build and accuracy-check precision variants; accepted ones become loadable.
 
@@ -250,7 +250,7 @@ class TuningSession:
             self.source.base_config,
             precisions,
             input_data=self.workload.input_data,
-            tolerance_overrides=tolerance_overrides,
+            accuracy=accuracy,
         )
         for precision, check in checks.items():
             if check.accepted and precision != FP32 and check.path is not None:

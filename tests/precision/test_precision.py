@@ -11,7 +11,7 @@ from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
 from tritontune.precision.accuracy import compare_models, parse_tolerance
 from tritontune.precision.convert import PRECISIONS, build_variant
-from tritontune.precision.prepare import precision_data, prepare_precisions
+from tritontune.precision.prepare import AccuracySettings, precision_data, prepare_precisions
 
 EXPECTED_TYPES = {
     "fp16": (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT),  # weights FP16, I/O kept FP32
@@ -64,7 +64,7 @@ def test_an_absurd_tolerance_rejects_with_the_reason(source, checks):
     tight = parse_tolerance("cosine=1.0,rel=0,max_abs=0")
     found = prepare_precisions(
         source.model_file, source.base_config, ["fp16", "int8_static"], cache=cache,
-        tolerance_overrides=tight,
+        accuracy=AccuracySettings(tolerance=tight),
     )  # fmt: skip
     for check in found.values():
         assert not check.accepted
@@ -114,7 +114,7 @@ def test_bad_input(source, tmp_path):
         prepare_precisions(source.model_file, source.base_config, ["int8_static"], input_data=bad)
     with pytest.raises(InputError, match="cosine='high' is not a number"):
         parse_tolerance("cosine=high")
-    with pytest.raises(InputError, match="KEY one of cosine, top1, rel, max_abs"):
+    with pytest.raises(InputError, match="KEY one of cosine, cosine_p5, top1, kl, rel, max_abs"):
         parse_tolerance("speed=1")
 
 
@@ -127,7 +127,7 @@ def test_a_converter_failure_is_a_reason_not_a_crash(source, tmp_path):
     assert not list((tmp_path / "cache").glob("*.onnx")), "no half-built variant is left"
 
 
-def test_user_inputs_calibrate_and_evaluate(source, tmp_path):
+def test_user_inputs_are_split_into_calibration_and_evaluation(source, tmp_path):
     rng = np.random.default_rng(0)
     data = tmp_path / "inputs.json"
     entries = [{"INPUT": rng.standard_normal(256).round(4).tolist()} for _ in range(8)]
@@ -137,5 +137,7 @@ def test_user_inputs_calibrate_and_evaluate(source, tmp_path):
         cache=tmp_path / "cache",
     )  # fmt: skip
     check = found["int8_static"]
-    assert check.figures is not None and check.figures.samples == 8
-    assert str(data) in check.data
+    # held out: half the samples calibrate, the other half judge
+    assert check.figures is not None and check.figures.samples == 4
+    assert check.figures.calibration_samples == 4
+    assert str(data) in check.data and "disjoint halves" in check.data

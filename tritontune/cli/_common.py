@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -22,7 +22,14 @@ from rich.text import Text
 
 from tritontune import __version__
 from tritontune.errors import ServerDiedError, TritonTuneError
-from tritontune.precision.accuracy import AccuracyFigures
+from tritontune.precision.accuracy import (
+    AccuracyFigures,
+    OutputKind,
+    parse_output_kinds,
+    parse_tolerance,
+)
+from tritontune.precision.prepare import AccuracySettings
+from tritontune.precision.recipe import parse_calibration
 from tritontune.search.playoff import Interval
 from tritontune.server.docker import DockerSettings
 from tritontune.server.factory import LaunchKind, LaunchSettings
@@ -91,8 +98,33 @@ UrlOption = Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote 
 AccuracyOption = Annotated[
     str | None,
     typer.Option(
-        help="Accuracy bounds for precision variants against FP32, e.g. "
-        "cosine=0.995,top1=0.98,rel=0.05,max_abs=0.1 (defaults depend on the precision)."
+        help="Accuracy bounds for precision variants against FP32, applied to every output, e.g. "
+        "cosine=0.995,cosine_p5=0.98,top1=0.98,kl=0.01,rel=0.05,max_abs=0.1 (defaults depend on "
+        "the precision and each output's kind)."
+    ),
+]
+AccuracyKindOption = Annotated[
+    str | None,
+    typer.Option(
+        help="What the outputs are, for the accuracy gate: embedding, classifier or regression "
+        "(every output), or per output, e.g. logits=classifier,pooled=embedding (default: read "
+        "from the graph and the output names)."
+    ),
+]
+CalibrationOption = Annotated[
+    str,
+    typer.Option(
+        help="int8_static calibration: auto (minmax, then percentile, then entropy, until one "
+        "passes the accuracy gate), minmax, percentile or entropy."
+    ),
+]
+CalibrationDataOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Real inputs to calibrate int8_static on (perf_analyzer's --input-data format); "
+        "then every --input-data sample judges accuracy. Default: half of --input-data.",
+        exists=True,
+        dir_okay=False,
     ),
 ]
 StorageOption = Annotated[
@@ -137,8 +169,24 @@ def interval_text(interval: Interval | None, *, percent: bool = False) -> str:
     return f"{interval.median:,.0f} [{interval.low:,.0f}-{interval.high:,.0f}]"
 
 
+def accuracy_settings(
+    accuracy: str | None,
+    accuracy_kind: str | None,
+    calibration: str,
+    calibration_data: Path | None,
+    declared_kinds: Mapping[str, OutputKind] | None = None,
+) -> AccuracySettings:
+    """The precision options of a command, parsed (``--accuracy-kind`` over ``declared_kinds``)."""
+    return AccuracySettings(
+        tolerance=parse_tolerance(accuracy) if accuracy else {},
+        output_kinds=parse_output_kinds(accuracy_kind) if accuracy_kind else dict(declared_kinds or {}),
+        calibrations=parse_calibration(calibration),
+        calibration_data=calibration_data,
+    )
+
+
 def accuracy_text(accuracy: dict | None) -> str:
-    """``cos 0.99998, top-1 100.0%, max abs 0.0012`` for a precision variant, else ``""``."""
+    """``SCORES (classifier): top-1 100.0% [128 samples]`` for a precision variant, else ``""``."""
     return AccuracyFigures.from_dict(accuracy).summary() if accuracy else ""
 
 

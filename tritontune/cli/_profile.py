@@ -12,8 +12,11 @@ from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
 from tritontune.cli._common import (
+    AccuracyKindOption,
     AccuracyOption,
     BatchSizeOption,
+    CalibrationDataOption,
+    CalibrationOption,
     GpusOption,
     ImageOption,
     InputDataOption,
@@ -23,6 +26,7 @@ from tritontune.cli._common import (
     ShmSizeOption,
     TritonserverOption,
     UrlOption,
+    accuracy_settings,
     accuracy_text,
     app,
     console,
@@ -38,8 +42,8 @@ from tritontune.errors import InputError
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.workload import Workload
-from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.convert import check_precision
+from tritontune.precision.prepare import AccuracySettings
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import TuningSession, open_session
@@ -123,6 +127,9 @@ def profile(
         typer.Option(help="Precision variant: fp32, fp16, fp16_io, int8_dynamic, int8_static."),
     ] = None,
     accuracy: AccuracyOption = None,
+    accuracy_kind: AccuracyKindOption = None,
+    calibration: CalibrationOption = "auto",
+    calibration_data: CalibrationDataOption = None,
     param: Annotated[
         list[str] | None,
         typer.Option(help="Backend parameter KEY=VALUE (repeatable), e.g. intra_op_thread_count=1."),
@@ -184,7 +191,10 @@ def profile(
         with session:
             print_server(session)
             result = _profile_with_progress(
-                session, variant, loads, parse_tolerance(accuracy) if accuracy else None
+                session,
+                variant,
+                loads,
+                accuracy_settings(accuracy, accuracy_kind, calibration, calibration_data),
             )
         console.print(_levels_table(result))
         for m in result.measurements:
@@ -199,6 +209,8 @@ def profile(
                 f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}",
                 highlight=False,
             )
+            if result.recipe:
+                console.print(f"recipe: {result.recipe}", highlight=False)
         if result.switch_s is not None:
             console.print(f"config switch (model reload): {result.switch_s:.2f} s", highlight=False)
         if json_out:
@@ -207,7 +219,7 @@ def profile(
 
 
 def _profile_with_progress(
-    session: TuningSession, variant: Variant, loads: list[LoadSpec], accuracy_overrides: dict | None
+    session: TuningSession, variant: Variant, loads: list[LoadSpec], accuracy: AccuracySettings
 ) -> ProfileResult:
     with progress_bar(BarColumn(), TextColumn("{task.completed}/{task.total} levels")) as progress:
         task = progress.add_task("loading config", total=len(loads))
@@ -230,5 +242,5 @@ def _profile_with_progress(
             loads,
             on_level_start=start,
             on_level_done=done,
-            accuracy_overrides=accuracy_overrides,
+            accuracy_settings=accuracy,
         )

@@ -14,8 +14,11 @@ from rich.table import Table
 from rich.text import Text
 
 from tritontune.cli._common import (
+    AccuracyKindOption,
     AccuracyOption,
     BatchSizeOption,
+    CalibrationDataOption,
+    CalibrationOption,
     GpusOption,
     ImageOption,
     InputDataOption,
@@ -26,6 +29,7 @@ from tritontune.cli._common import (
     StorageOption,
     TritonserverOption,
     UrlOption,
+    accuracy_settings,
     accuracy_text,
     app,
     console,
@@ -42,7 +46,6 @@ from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.workload import Workload
-from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
@@ -64,7 +67,7 @@ from tritontune.search.playoff import (
     PlayoffSettings,
     RoundFigure,
 )
-from tritontune.search.space import SearchSpace
+from tritontune.search.space import SearchSpace, space_file_output_kinds
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import TuningSession, open_session
@@ -113,6 +116,9 @@ def search(
         int, typer.Option(help="Windows per load level before giving up on stability.", min=3)
     ] = SEARCH_MEASURE.max_windows,
     accuracy: AccuracyOption = None,
+    accuracy_kind: AccuracyKindOption = None,
+    calibration: CalibrationOption = "auto",
+    calibration_data: CalibrationDataOption = None,
     playoff_top: Annotated[
         int,
         typer.Option(
@@ -151,7 +157,13 @@ def search(
             storage=storage,
             study_name=study,
             host_group=host_group,
-            accuracy_overrides=parse_tolerance(accuracy) if accuracy else None,
+            accuracy=accuracy_settings(
+                accuracy,
+                accuracy_kind,
+                calibration,
+                calibration_data,
+                declared_kinds=space_file_output_kinds(space) if space else None,
+            ),  # fmt: skip
             measure=replace(
                 SEARCH_MEASURE,
                 warmup_s=parse_duration(warmup, what="--warmup"),

@@ -3,16 +3,22 @@
 * ``fp16``: weights and compute in FP16, inputs and outputs kept FP32 (clients change nothing);
 * ``fp16_io``: FP16 through and through, inputs and outputs included (config data types follow);
 * ``int8_dynamic``: INT8 weights, activations quantized on the fly (no calibration);
-* ``int8_static``: INT8 weights and activations (QDQ), calibrated on representative inputs.
+* ``int8_static``: INT8 weights and activations (QDQ), calibrated on real inputs.
 
-FP16 comes from ``onnxruntime.transformers.float16``, INT8 from ``onnxruntime.quantization``: no
-graph surgery of ours. A variant is cached under a key made of the model's content, the precision,
-the calibration data and the onnxruntime version, so it is built once per model.
+How each is built is a :class:`~tritontune.precision.recipe.Recipe` (per-channel weights, which ops,
+what stays in float, the calibration method). FP16 comes from ``onnxruntime.transformers.float16``,
+INT8 from ``onnxruntime.quantization`` after its ``quant_pre_process``: no graph surgery of ours.
+A variant is cached under a key made of the model's content, the recipe, the calibration data and
+the onnxruntime version, so it is built once per model and recipe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -25,6 +31,13 @@ import onnxruntime
 from tritontune.config.repository import file_sha256
 from tritontune.config.variant import FP32, Precision
 from tritontune.errors import InputError
+from tritontune.precision.recipe import (
+    Calibration,
+    Recipe,
+    candidates,
+    keep_float_nodes,
+    model_family,
+)
 
 #: Every precision tritontune can build, in the order they are shown.
 PRECISIONS = tuple(Precision)
@@ -67,68 +80,162 @@ def _calibration_digest(batches: Sequence[Batch]) -> str:
     return digest.hexdigest()
 
 
+def default_recipe(model: Path, precision: Precision) -> Recipe:
+    """The first candidate recipe of ``precision`` for this model's family."""
+    family = model_family(onnx.load(str(model), load_external_data=False))
+    return candidates(precision, family)[0]
+
+
 def build_variant(
     model: Path,
-    precision: str,
+    recipe: Recipe | str,
     *,
     calibration: Sequence[Batch] = (),
     cache: Path | None = None,
 ) -> Path:
-    """The ``precision`` variant of the ONNX file ``model`` (FP32: ``model`` itself)."""
-    precision = check_precision(precision)
-    if precision == FP32:
+    """The variant of the ONNX file ``model`` that ``recipe`` builds (FP32: ``model`` itself).
+
+    A precision name stands for that precision's first recipe for the model (see
+    :func:`tritontune.precision.recipe.candidates`).
+    """
+    if not isinstance(recipe, Recipe):
+        precision = check_precision(recipe)
+        if precision == FP32:
+            return Path(model)
+        try:
+            recipe = default_recipe(Path(model), precision)
+        except Exception as err:
+            raise ConversionError(_one_line(err)) from None
+    if recipe.precision == FP32:
         return Path(model)
-    if precision == Precision.INT8_STATIC and not calibration:
+    if recipe.precision == Precision.INT8_STATIC and not calibration:
         raise InputError("int8_static needs calibration inputs")
     key = hashlib.sha256(
         "|".join(
             (
                 file_sha256(model),
-                precision,
+                json.dumps(recipe.to_dict(), sort_keys=True),
                 onnxruntime.__version__,
-                _calibration_digest(calibration) if precision == Precision.INT8_STATIC else "",
+                _calibration_digest(calibration) if recipe.precision == Precision.INT8_STATIC else "",
             )
         ).encode()
     ).hexdigest()[:32]
     folder = cache or cache_dir()
-    target = folder / f"{key}.{precision}.onnx"
+    target = folder / f"{key}.{recipe.precision}.onnx"
     if target.is_file():
         return target
     folder.mkdir(parents=True, exist_ok=True)
     handle, scratch = tempfile.mkstemp(suffix=".onnx", dir=folder, prefix=".building-")
     os.close(handle)
     try:
-        _convert(Path(model), Path(scratch), precision, calibration)
+        with _quantizer_chatter_to_log():
+            _convert(Path(model), Path(scratch), recipe, calibration, folder)
         os.replace(scratch, target)  # complete files only: a crash never leaves half a variant
     except Exception as err:
         Path(scratch).unlink(missing_ok=True)
         if isinstance(err, (InputError, ConversionError)):
             raise
-        raise ConversionError(" ".join(f"{type(err).__name__}: {err}".split())[:400]) from None
+        raise ConversionError(_one_line(err)) from None
     return target
 
 
-def _convert(model: Path, out: Path, precision: str, calibration: Sequence[Batch]) -> None:
-    if precision in (Precision.FP16, Precision.FP16_IO):
+def _one_line(err: BaseException) -> str:
+    return " ".join(f"{type(err).__name__}: {err}".split())[:400]
+
+
+@contextlib.contextmanager
+def _quantizer_chatter_to_log() -> Iterator[None]:
+    """onnxruntime's quantizer logs advice through the root logger and prints progress; both
+    go to tritontune's log (debug level), not into the middle of a search's output."""
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    root.handlers = [_ForwardToLog()]
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        root.handlers = handlers
+        for line in buffer.getvalue().splitlines():
+            if line.strip():
+                _LOG.debug("quantizer: %s", line)
+
+
+_LOG = logging.getLogger("tritontune.precision")
+
+
+class _ForwardToLog(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith("tritontune"):
+            _LOG.debug("quantizer: %s", record.getMessage())
+
+
+def preprocessed(model: Path, folder: Path) -> Path:
+    """``model`` after onnxruntime's quantization pre-processing (shape inference and basic graph
+    optimization), cached beside the variants. Symbolic shape inference (what transformers need)
+    is tried first; a graph it can't complete gets ONNX's own shape inference instead."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    target = folder / f"{file_sha256(model)[:32]}.{onnxruntime.__version__}.pre.onnx"
+    if target.is_file():
+        return target
+    handle, scratch = tempfile.mkstemp(suffix=".onnx", dir=folder, prefix=".building-")
+    os.close(handle)
+    try:
+        try:
+            quant_pre_process(str(model), scratch, auto_merge=True)
+        except Exception as err:
+            _LOG.debug("symbolic shape inference failed (%s); using ONNX's", _one_line(err))
+            quant_pre_process(str(model), scratch, skip_symbolic_shape=True)
+        os.replace(scratch, target)
+    finally:
+        Path(scratch).unlink(missing_ok=True)
+    return target
+
+
+def _convert(model: Path, out: Path, recipe: Recipe, calibration: Sequence[Batch], folder: Path) -> None:
+    if recipe.precision in (Precision.FP16, Precision.FP16_IO):
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         converted = convert_float_to_float16(
-            onnx.load(str(model)), keep_io_types=precision == Precision.FP16
+            onnx.load(str(model)), keep_io_types=recipe.precision == Precision.FP16
         )
         onnx.save(converted, str(out))
         return
-    from onnxruntime.quantization import QuantType, quantize_dynamic, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
 
-    if precision == Precision.INT8_DYNAMIC:
-        quantize_dynamic(model, out, weight_type=QuantType.QInt8)
-    else:
-        quantize_static(
-            model,
-            out,
-            _Reader(calibration),
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-        )
+    source = preprocessed(model, folder)
+    keep = keep_float_nodes(onnx.load(str(source), load_external_data=False), recipe.keep_float)
+    common = {
+        "per_channel": recipe.per_channel,
+        "weight_type": QuantType.QInt8,
+        "op_types_to_quantize": list(recipe.op_types) or None,
+        "nodes_to_exclude": keep or None,
+        "extra_options": {"MatMulConstBOnly": recipe.weights_only_matmul},
+    }
+    if recipe.precision == Precision.INT8_DYNAMIC:
+        quantize_dynamic(source, out, **common)
+        return
+    methods = {
+        Calibration.MINMAX: CalibrationMethod.MinMax,
+        Calibration.PERCENTILE: CalibrationMethod.Percentile,
+        Calibration.ENTROPY: CalibrationMethod.Entropy,
+    }
+    quantize_static(
+        source,
+        out,
+        _Reader(calibration),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        calibrate_method=methods[recipe.calibration or Calibration.MINMAX],
+        **common,
+    )
 
 
 class _Reader:

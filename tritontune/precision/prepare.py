@@ -1,29 +1,37 @@
 """Build a model's precision variants and let through only those that stay accurate.
 
-Inputs for calibration (``int8_static``) and for the accuracy check come from the user's data file
-(perf_analyzer's ``--input-data`` format) or are synthesized from the model's inputs; synthesized
-calibration and evaluation inputs are drawn separately, so a variant is never judged on the data
-it was calibrated on. A user file serves both (said in the result).
+For each precision, the candidate recipes for the model's family (:mod:`.recipe`) are built in
+order and judged against FP32 on held-out inputs; the first that passes the accuracy gate is the
+variant, named by its recipe. Inputs come from the user's data file (perf_analyzer's
+``--input-data`` format), split into disjoint halves: every other sample calibrates static INT8,
+the rest judge every variant, so no variant is judged on what it was calibrated on. Without a
+file, inputs are synthesized (separate draws for calibration and evaluation), and static INT8 is
+refused for models with integer inputs: random token ids are not text, and scales calibrated on
+them would be wrong for real requests.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+import onnx
 from tritonclient.grpc import model_config_pb2
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.errors import InputError
 from tritontune.measure.inputs import TensorSpec, read_input_data, synthesize_payloads
-from tritontune.precision.accuracy import (
-    AccuracyFigures,
-    compare_models,
-    tolerance_for,
-)
+from tritontune.precision.accuracy import AccuracyFigures, OutputKind, compare_models, judge
 from tritontune.precision.convert import FP32, ConversionError, build_variant, check_precision
+from tritontune.precision.recipe import Calibration, Precision, Recipe, candidates, model_family
+
+#: Fewest samples of a data file that can be split into calibration and evaluation halves.
+MIN_SPLIT_SAMPLES = 4
+#: Samples run together when calibrating or judging (faster than one by one; same figures).
+_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,10 @@ class PrecisionCheck:
     build_s: float = 0.0
     data: str = "synthesized"
     """Where the calibration and evaluation inputs came from."""
+    recipe: Recipe | None = None
+    """How the variant was built (the accepted candidate, else the last one tried)."""
+    tried: tuple[str, ...] = ()
+    """Each candidate recipe tried before it, with why it was passed over."""
 
     def to_dict(self) -> dict:
         return {
@@ -47,6 +59,9 @@ class PrecisionCheck:
             "accuracy": self.figures.to_dict() if self.figures else None,
             "reason": self.reason,
             "data": self.data,
+            "recipe": self.recipe.to_dict() if self.recipe else None,
+            "recipe_label": self.recipe.label() if self.recipe else None,
+            "tried": list(self.tried),
         }
 
     def summary(self) -> str:
@@ -54,7 +69,22 @@ class PrecisionCheck:
             return "reference"
         if not self.accepted:
             return f"rejected: {self.reason}"
-        return self.figures.summary() if self.figures else "accepted"
+        recipe = f"; recipe {self.recipe.label()}" if self.recipe else ""
+        return (self.figures.summary() if self.figures else "accepted") + recipe
+
+
+@dataclass(frozen=True)
+class AccuracySettings:
+    """The user's say in how variants are built and judged (all optional; defaults per kind)."""
+
+    tolerance: Mapping[str, float] = field(default_factory=dict)
+    """Explicit bounds (``parse_tolerance``); they apply to every output."""
+    output_kinds: Mapping[str, OutputKind] = field(default_factory=dict)
+    """Declared kinds by output name (``*``: every output); the rest are inferred."""
+    calibrations: tuple[Calibration, ...] = tuple(Calibration)
+    """Static INT8 calibration methods to try, in order."""
+    calibration_data: Path | None = None
+    """A file of real inputs to calibrate on; then every ``--input-data`` sample judges."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +92,10 @@ class PrecisionData:
     calibration: list[dict]
     evaluation: list[dict]
     source: str
+    calibration_samples: int = 0
+    evaluation_samples: int = 0
+    synthesized_integers: tuple[str, ...] = field(default=())
+    """Integer inputs whose values were made up (no data file): not fit to calibrate on."""
 
 
 def config_input_specs(config: ModelConfig) -> list[TensorSpec]:
@@ -76,21 +110,83 @@ def config_input_specs(config: ModelConfig) -> list[TensorSpec]:
     ]
 
 
+def _batched(samples: Sequence[dict], batching: bool) -> list[dict]:
+    """Samples of one row each, concatenated into batches of up to ``_BATCH`` rows."""
+    if not batching:
+        return list(samples)
+    return [
+        {name: np.concatenate([s[name] for s in samples[i : i + _BATCH]]) for name in samples[0]}
+        for i in range(0, len(samples), _BATCH)
+    ]
+
+
 def precision_data(
-    config: ModelConfig, input_data: Path | None = None, *, dynamic_dim: int = 16
+    config: ModelConfig,
+    input_data: Path | None = None,
+    *,
+    calibration_data: Path | None = None,
+    dynamic_dim: int = 16,
 ) -> PrecisionData:
+    """Calibration and evaluation inputs, disjoint.
+
+    ``input_data`` alone: every other sample calibrates, the others evaluate. With
+    ``calibration_data`` too, that file calibrates and every sample of ``input_data`` evaluates.
+    """
     specs = config_input_specs(config)
     batching = config.max_batch_size > 0
     if input_data is not None:
-        entries = read_input_data(input_data, specs, batch_size=1, batching=batching)
-        return PrecisionData(entries, entries, f"{input_data} (calibration and evaluation)")
+        samples = read_input_data(input_data, specs, batch_size=1, batching=batching)
+        if calibration_data is not None:
+            calibrate = read_input_data(calibration_data, specs, batch_size=1, batching=batching)
+            evaluate, source = samples, f"calibration {calibration_data}, evaluation {input_data}"
+        elif len(samples) >= MIN_SPLIT_SAMPLES:
+            calibrate, evaluate = samples[0::2], samples[1::2]
+            source = f"{input_data} (disjoint halves)"
+        else:  # too few to split: nothing to calibrate on; the others are judged on all
+            calibrate, evaluate = [], samples
+            source = f"{input_data} ({len(samples)} samples: too few to split)"
+        return PrecisionData(
+            _batched(calibrate, batching),
+            _batched(evaluate, batching),
+            source,
+            calibration_samples=len(calibrate),
+            evaluation_samples=len(evaluate),
+        )
 
     def draw(batch: int, count: int, seed: int) -> list[dict]:
         return synthesize_payloads(
             specs, batch_size=batch, batching=batching, dynamic_dim=dynamic_dim, count=count, seed=seed
         )
 
-    return PrecisionData(draw(8, 16, seed=101), draw(32, 4, seed=202), "synthesized")
+    integers = tuple(
+        s.name for s in specs if s.datatype.startswith(("INT", "UINT")) or s.datatype == "BOOL"
+    )
+    return PrecisionData(
+        draw(8, 16, seed=101),
+        draw(32, 4, seed=202),
+        "synthesized",
+        calibration_samples=16 * (8 if batching else 1),
+        evaluation_samples=4 * (32 if batching else 1),
+        synthesized_integers=integers,
+    )
+
+
+def _refusal(precision: Precision, data: PrecisionData) -> str | None:
+    """Why ``precision`` can't be built on ``data`` at all (static INT8 needs real inputs)."""
+    if precision != Precision.INT8_STATIC:
+        return None
+    if data.synthesized_integers:
+        names = ", ".join(data.synthesized_integers)
+        return (
+            f"int8_static needs real calibration inputs: the model takes integer inputs ({names}) "
+            "and made-up values (random token ids) are not real data; give --input-data"
+        )
+    if not data.calibration:
+        return (
+            f"int8_static needs calibration inputs: {data.source}; give at least "
+            f"{MIN_SPLIT_SAMPLES} samples (half calibrate, half judge)"
+        )
+    return None
 
 
 def prepare_precisions(
@@ -99,7 +195,7 @@ def prepare_precisions(
     precisions: Iterable[str],
     *,
     input_data: Path | None = None,
-    tolerance_overrides: dict[str, float] | None = None,
+    accuracy: AccuracySettings | None = None,
     cache: Path | None = None,
 ) -> dict[str, PrecisionCheck]:
     """Build and check each of ``precisions``; FP32 (the model itself) is always accepted."""
@@ -109,30 +205,68 @@ def prepare_precisions(
             f"precision variants need an ONNX model; {model_file.name} is not one "
             "(the precision dimension is not available for this backend)"
         )
-    data = precision_data(config, input_data) if any(p != FP32 for p in wanted) else None
     checks: dict[str, PrecisionCheck] = {}
-    for precision in wanted:
-        if precision == FP32:
-            checks[precision] = PrecisionCheck(FP32, True, Path(model_file))
+    if FP32 in wanted:
+        checks[FP32] = PrecisionCheck(FP32, True, Path(model_file))
+    variants = [p for p in wanted if p != FP32]
+    if not variants:
+        return checks
+    accuracy = accuracy or AccuracySettings()
+    data = precision_data(config, input_data, calibration_data=accuracy.calibration_data)
+    try:
+        family = model_family(onnx.load(str(model_file), load_external_data=False))
+    except Exception as err:
+        reason = "conversion failed: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        return {
+            **checks,
+            **{p: PrecisionCheck(p, False, None, reason=reason, data=data.source) for p in variants},
+        }
+    for precision in variants:
+        refusal = _refusal(precision, data)
+        if refusal:
+            checks[precision] = PrecisionCheck(precision, False, None, reason=refusal, data=data.source)
             continue
-        assert data is not None
-        started = time.monotonic()
+        checks[precision] = _first_accurate(
+            model_file, precision, candidates(precision, family, accuracy.calibrations), data,
+            accuracy, cache,
+        )  # fmt: skip
+    return checks
+
+
+def _first_accurate(
+    model_file: Path,
+    precision: Precision,
+    recipes: Sequence[Recipe],
+    data: PrecisionData,
+    accuracy: AccuracySettings,
+    cache: Path | None,
+) -> PrecisionCheck:
+    """Build ``recipes`` in order; the first whose outputs pass the gate is the variant."""
+    started = time.monotonic()
+    tried: list[str] = []
+    last: PrecisionCheck | None = None
+    for recipe in recipes:
+        calibration = data.calibration if precision == Precision.INT8_STATIC else ()
         try:
-            path = build_variant(model_file, precision, calibration=data.calibration, cache=cache)
-            figures = compare_models(Path(model_file), path, data.evaluation)
+            path = build_variant(model_file, recipe, calibration=calibration, cache=cache)
+            figures = compare_models(
+                Path(model_file), path, data.evaluation, kinds=accuracy.output_kinds,
+                calibration_samples=data.calibration_samples if calibration else 0,
+            )  # fmt: skip
+        except InputError:
+            raise
         except ConversionError as err:
-            checks[precision] = PrecisionCheck(
-                precision, False, None, reason=f"conversion failed: {err}", data=data.source
-            )
+            reason = f"conversion failed: {err}"
+            tried.append(f"{recipe.label()}: {reason}")
+            last = PrecisionCheck(precision, False, None, reason=reason, data=data.source, recipe=recipe)
             continue
         except Exception as err:  # onnxruntime can't run the variant (e.g. no kernel here)
-            reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-            checks[precision] = PrecisionCheck(
-                precision, False, None, reason=f"cannot run: {reason}", data=data.source
-            )
+            reason = "cannot run: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
+            tried.append(f"{recipe.label()}: {reason}")
+            last = PrecisionCheck(precision, False, None, reason=reason, data=data.source, recipe=recipe)
             continue
-        problems = tolerance_for(precision, tolerance_overrides).problems(figures)
-        checks[precision] = PrecisionCheck(
+        problems = judge(precision, figures, accuracy.tolerance)
+        last = PrecisionCheck(
             precision,
             accepted=not problems,
             path=path,
@@ -140,5 +274,19 @@ def prepare_precisions(
             reason="; ".join(problems) or None,
             build_s=time.monotonic() - started,
             data=data.source,
+            recipe=recipe,
+            tried=tuple(tried),
         )
-    return checks
+        if not problems:
+            return last
+        tried.append(f"{recipe.label()}: {last.reason}")
+    assert last is not None, "every precision has at least one recipe"
+    if len(tried) > 1:  # say that every candidate failed, and how the last of them fell short
+        label = last.recipe.label() if last.recipe else "?"
+        last = replace(
+            last,
+            reason=f"none of {len(tried)} recipes passed; the last ({label}): {last.reason}",
+            build_s=time.monotonic() - started,
+            tried=tuple(tried[:-1]),
+        )
+    return last

@@ -46,7 +46,7 @@ from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerEr
 from tritontune.hostinfo import HostInfo, WorkerId, describe_host, this_worker
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
-from tritontune.precision.prepare import PrecisionCheck
+from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.search.operating_point import OperatingPoint, find_operating_point
 from tritontune.search.playoff import (
     Contender,
@@ -127,8 +127,8 @@ class SearchSettings:
     study_name: str | None = None
     measure: MeasureSettings = SEARCH_MEASURE
     max_load: float = 512
-    accuracy_overrides: dict[str, float] | None = None
-    """Accuracy bounds for precision variants (see :func:`tritontune.precision.parse_tolerance`)."""
+    accuracy: AccuracySettings = field(default_factory=AccuracySettings)
+    """How precision variants are judged and calibrated (bounds, output kinds, calibration)."""
     sampler: optuna.samplers.BaseSampler | None = None
     """Another Optuna sampler (e.g. ``GridSampler`` for an exhaustive baseline); TPE by default."""
     host_group: str | None = None
@@ -534,7 +534,7 @@ def _prepare_precisions(
     if not isinstance(dimension, Choice) or dimension.values == (Precision.FP32,):
         return space
     wanted = [str(p) for p in dimension.values]
-    checks = session.prepare_precisions(wanted, tolerance_overrides=settings.accuracy_overrides)
+    checks = session.prepare_precisions(wanted, accuracy=settings.accuracy)
     save_precisions(study, {p: check.to_dict() for p, check in checks.items()})
     if progress.on_precisions:
         progress.on_precisions(checks)

@@ -33,6 +33,7 @@ from tritontune.config.model_config import ModelConfig, backend_of
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import TENSORRT_PRECISIONS, Variant
 from tritontune.errors import InputError
+from tritontune.precision.accuracy import OutputKind, parse_output_kinds
 from tritontune.precision.convert import DEFAULT_PRECISIONS, PRECISIONS
 from tritontune.units import format_duration, parse_duration, to_microseconds
 from tritontune.yamlfile import read_yaml
@@ -267,15 +268,36 @@ def load_space_file(path: Path, defaults: SearchSpace) -> SearchSpace:
         return defaults
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of dimension names to values")
-    unknown = sorted(set(data) - set(DIMENSIONS))
+    unknown = sorted(set(data) - set(DIMENSIONS) - set(SETTING_KEYS))
     if unknown:
         raise InputError(
-            f"{path}: unknown dimension(s) {', '.join(unknown)}; known: {', '.join(DIMENSIONS)}"
+            f"{path}: unknown dimension(s) {', '.join(unknown)}; known: "
+            f"{', '.join([*DIMENSIONS, *SETTING_KEYS])}"
         )
     dims = dict(defaults.dimensions)
     for name, value in data.items():
-        dims[name] = _parse_dimension(path, name, value)
+        if name not in SETTING_KEYS:
+            dims[name] = _parse_dimension(path, name, value)
     return SearchSpace(dims)
+
+
+#: Keys of a space file that are settings of how the space is judged, not dimensions.
+SETTING_KEYS = ("accuracy_kind",)
+
+
+def space_file_output_kinds(path: Path) -> dict[str, OutputKind]:
+    """The space file's ``accuracy_kind``: one kind for every output, or a mapping by output
+    (``{logits: classifier, pooled: embedding}``); empty when the file has none."""
+    data = read_yaml(path, "space file")
+    if not isinstance(data, dict) or data.get("accuracy_kind") is None:
+        return {}
+    value = data["accuracy_kind"]
+    if not isinstance(value, (str, dict)):
+        raise InputError(
+            f"{path}: accuracy_kind: expected a kind (embedding, classifier, regression) or a "
+            "mapping of output names to kinds"
+        )
+    return parse_output_kinds(value, what=f"{path}: accuracy_kind")
 
 
 def _parse_dimension(path: Path, name: str, value: Any) -> Dimension:

@@ -1,0 +1,191 @@
+"""How a precision variant is built: recipes that suit the model, tried in order until one is accurate.
+
+A :class:`Recipe` is everything onnxruntime's quantizer is told: which op types it quantizes,
+per-channel or per-tensor weights, which nodes stay in float, how activations are calibrated. One
+recipe can't be known to be best for every model, so :func:`candidates` lists a few per precision
+and model family, fastest first; :mod:`tritontune.precision.prepare` builds them in that order and
+keeps the first that passes the accuracy gate. The chosen recipe's :meth:`Recipe.label` is shown in
+results, and its :meth:`Recipe.to_dict` kept in the study and the tuning record, so an export
+rebuilds exactly what was measured.
+
+The rules, from onnxruntime's quantization guidance and measured on a real sentence encoder
+(``bench/precision.py``):
+
+* weights per channel (per output column): per-tensor INT8 of a transformer's MatMuls lost 0.03 of
+  cosine on all-MiniLM-L6-v2 for no speed;
+* the graph is pre-processed first (``quant_pre_process``: shape inference and onnxruntime's basic
+  graph optimizations), so the quantizer sees folded constants and known shapes;
+* transformers: only MatMul/Gemm with constant weights (``MatMulConstBOnly``; the attention's
+  activation x activation MatMuls, LayerNorm, Softmax, GELU and residual adds stay in float);
+  static INT8 keeps the feed-forward down-projection (the MatMul fed by GELU) in float as its
+  second candidate: GELU's outputs are heavy-tailed and one activation scale per tensor loses them;
+* static activations are unsigned (U8 activations, S8 weights), the fast form on x86 CPUs; QDQ
+  format, which onnxruntime fuses into integer kernels and TensorRT reads as explicit quantization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import onnx
+
+from tritontune.config.variant import Precision
+from tritontune.enums import TextEnum
+from tritontune.errors import InputError
+
+
+class ModelFamily(TextEnum):
+    """What a model is, as far as quantizing it goes; read from its graph's operators."""
+
+    TRANSFORMER = "transformer"
+    CNN = "cnn"
+    OTHER = "other"
+
+
+class Calibration(TextEnum):
+    """onnxruntime's calibration methods for static INT8 activations."""
+
+    MINMAX = "minmax"
+    PERCENTILE = "percentile"
+    ENTROPY = "entropy"
+
+
+class KeepFloat(TextEnum):
+    """Rules that keep numerically sensitive nodes in float, resolved on the pre-processed graph."""
+
+    GELU_FED_MATMUL = "gelu-fed-matmul"
+    """The MatMul whose input is a GELU's output (a transformer's feed-forward down-projection)."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One way to build ``precision``; two equal recipes build the same file from the same model."""
+
+    precision: Precision
+    op_types: tuple[str, ...] = ()
+    """Op types to quantize (INT8); empty: onnxruntime's default list."""
+    per_channel: bool = True
+    weights_only_matmul: bool = True
+    """Quantize only MatMuls whose second input is a constant (weights), not activation x activation."""
+    keep_float: tuple[KeepFloat, ...] = ()
+    calibration: Calibration | None = None
+    """Static INT8 only."""
+
+    def label(self) -> str:
+        """``int8_static: per-channel MatMul/Gemm, gelu-fed-matmul in float, minmax calibration``."""
+        if self.precision in (Precision.FP16, Precision.FP16_IO):
+            io = "FP16 inputs/outputs" if self.precision == Precision.FP16_IO else "FP32 inputs/outputs"
+            return f"{self.precision}: FP16 weights and compute, {io}"
+        if self.precision == Precision.FP32:
+            return "fp32"
+        parts = [
+            f"{'per-channel' if self.per_channel else 'per-tensor'} "
+            + ("/".join(self.op_types) if self.op_types else "default ops")
+        ]
+        parts += [f"{rule} in float" for rule in self.keep_float]
+        if self.calibration is not None:
+            parts.append(f"{self.calibration} calibration")
+        return f"{self.precision}: " + ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {
+            "precision": str(self.precision),
+            "op_types": list(self.op_types),
+            "per_channel": self.per_channel,
+            "weights_only_matmul": self.weights_only_matmul,
+            "keep_float": [str(k) for k in self.keep_float],
+            "calibration": str(self.calibration) if self.calibration else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Recipe:
+        return cls(
+            precision=Precision(data["precision"]),
+            op_types=tuple(data.get("op_types", ())),
+            per_channel=bool(data.get("per_channel", True)),
+            weights_only_matmul=bool(data.get("weights_only_matmul", True)),
+            keep_float=tuple(KeepFloat(k) for k in data.get("keep_float", ())),
+            calibration=Calibration(data["calibration"]) if data.get("calibration") else None,
+        )
+
+
+def model_family(model: onnx.ModelProto) -> ModelFamily:
+    """Transformer: attention (Softmax) with layer norms and MatMuls; CNN: convolutions."""
+    ops = {node.op_type for node in model.graph.node}
+    has_norm = bool(
+        ops & {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization"}
+    )
+    has_norm = has_norm or {"ReduceMean", "Sqrt", "Div"} <= ops  # a LayerNorm written out
+    if ("Attention" in ops or "MultiHeadAttention" in ops) or (
+        "Softmax" in ops and "MatMul" in ops and has_norm
+    ):
+        return ModelFamily.TRANSFORMER
+    if "Conv" in ops:
+        return ModelFamily.CNN
+    return ModelFamily.OTHER
+
+
+_OP_TYPES = {
+    ModelFamily.TRANSFORMER: ("MatMul", "Gemm", "Attention"),
+    ModelFamily.CNN: ("Conv", "MatMul", "Gemm"),
+    ModelFamily.OTHER: ("MatMul", "Gemm"),
+}
+
+
+def parse_calibration(text: str, *, what: str = "--calibration") -> tuple[Calibration, ...]:
+    """``auto`` (every method, in order) or one of ``minmax``, ``percentile``, ``entropy``."""
+    value = str(text).strip().lower()
+    if value == "auto":
+        return tuple(Calibration)
+    try:
+        return (Calibration(value),)
+    except ValueError:
+        known = ", ".join(["auto", *(c.value for c in Calibration)])
+        raise InputError(f"{what}: {text!r} is not one of {known}") from None
+
+
+def candidates(
+    precision: Precision,
+    family: ModelFamily,
+    calibrations: Sequence[Calibration] = tuple(Calibration),
+) -> list[Recipe]:
+    """The recipes worth trying for ``precision`` on a model of ``family``, in the order to try.
+
+    Most quantized first (the fastest, if it is accurate enough); a calibration method only changes
+    the scales, not the graph or its speed, so for static INT8 the methods of one graph come before
+    the next graph.
+    """
+    if precision == Precision.FP32:
+        return [Recipe(precision)]
+    if precision in (Precision.FP16, Precision.FP16_IO):
+        return [Recipe(precision, per_channel=False, weights_only_matmul=False)]
+    ops = _OP_TYPES[family]
+    graphs: list[tuple[KeepFloat, ...]] = [()]
+    if family == ModelFamily.TRANSFORMER:
+        graphs.append((KeepFloat.GELU_FED_MATMUL,))
+    if precision == Precision.INT8_DYNAMIC:
+        return [Recipe(precision, ops, keep_float=keep) for keep in graphs]
+    return [
+        Recipe(precision, ops, keep_float=keep, calibration=method)
+        for keep in graphs
+        for method in calibrations
+    ]
+
+
+def keep_float_nodes(model: onnx.ModelProto, rules: Sequence[KeepFloat]) -> list[str]:
+    """The names of the nodes ``rules`` keep in float in ``model``."""
+    names: list[str] = []
+    if KeepFloat.GELU_FED_MATMUL in rules:
+        producers = {out: node for node in model.graph.node for out in node.output}
+
+        def from_gelu(name: str, depth: int = 3) -> bool:
+            node = producers.get(name)
+            if node is not None and node.op_type in ("Gelu", "FastGelu", "BiasGelu", "Erf", "Tanh"):
+                return True
+            if node is None or depth == 0:
+                return False
+            return any(from_gelu(i, depth - 1) for i in node.input if node.op_type in ("Mul", "Add"))
+
+        names += [n.name for n in model.graph.node if n.op_type == "MatMul" and from_gelu(n.input[0])]
+    return names
