@@ -30,6 +30,7 @@ from tritontune.hostinfo import HostInfo
 from tritontune.measure.loadgen import LoadMode
 from tritontune.precision.convert import ConversionError, build_variant
 from tritontune.precision.prepare import precision_data
+from tritontune.precision.recipe import Recipe
 from tritontune.record import (
     INPUT_DATA_FILE,
     RECORD_FILE,
@@ -353,13 +354,20 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
 
 
 def _precision_file(pick: _Pick, precision: Precision) -> Path:
-    """The variant file the search measured: rebuilt from the same inputs (a cache hit, unless
-    the cache was cleared; the build is deterministic)."""
+    """The variant file the search measured: rebuilt by the recipe the search chose, from the same
+    inputs (a cache hit, unless the cache was cleared; the build is deterministic)."""
     source = pick.source
+    check = pick.study.precisions.get(str(precision), {})
     input_data = pick.study.context.workload.input_data
-    data = precision_data(source.base_config, Path(input_data) if input_data else None)
+    calibration_data = check.get("calibration_data")
+    data = precision_data(
+        source.base_config,
+        Path(input_data) if input_data else None,
+        calibration_data=Path(calibration_data) if calibration_data else None,
+    )
+    recipe = Recipe.from_dict(check["recipe"]) if check.get("recipe") else precision
     try:
-        return build_variant(source.model_file, precision, calibration=data.calibration)
+        return build_variant(source.model_file, recipe, calibration=data.calibration)
     except ConversionError as err:
         raise InputError(
             f"precision {precision} of {source.name!r} could not be rebuilt: {err}"
@@ -367,12 +375,18 @@ def _precision_file(pick: _Pick, precision: Precision) -> Path:
 
 
 def _precision_record(pick: _Pick) -> dict | None:
-    """The precision served and its accuracy against FP32, as the search checked it."""
+    """The precision served, how it was built and its accuracy against FP32, as the search
+    checked it."""
     precision = pick.result.knobs.get("precision")
     if precision is None:
         return None
     check = pick.study.precisions.get(str(precision), {})
-    return {"precision": precision, "accuracy": check.get("accuracy"), "data": check.get("data")}
+    return {
+        "precision": precision,
+        "recipe": check.get("recipe_label"),
+        "accuracy": check.get("accuracy"),
+        "data": check.get("data"),
+    }
 
 
 def _verify(model_dir: Path, name: str) -> None:

@@ -126,6 +126,10 @@ def profile(
         str | None,
         typer.Option(help="Precision variant: fp32, fp16, fp16_io, int8_dynamic, int8_static."),
     ] = None,
+    graph_optimization: Annotated[
+        str | None,
+        typer.Option(help="onnxruntime graph optimization: all (default), extended, basic, disabled."),
+    ] = None,
     accuracy: AccuracyOption = None,
     accuracy_kind: AccuracyKindOption = None,
     calibration: CalibrationOption = "auto",
@@ -173,6 +177,7 @@ def profile(
             response_cache=response_cache,
             backend_parameters=_parse_params(param or []),
             precision=check_precision(precision) if precision else None,
+            graph_optimization=graph_optimization,
         )
         loads = _loads(concurrency, request_rate, arrival)
         settings = MeasureSettings(

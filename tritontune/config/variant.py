@@ -40,6 +40,28 @@ class Precision(TextEnum):
     INT8_STATIC = "int8_static"
 
 
+class GraphOptimization(TextEnum):
+    """onnxruntime's graph optimization level, as the onnxruntime backend reads it from the
+    config's ``optimization { graph { level } }`` (its README): unset is every optimization
+    (``ORT_ENABLE_ALL``), -1 basic (constant folding, redundant nodes), 1 basic plus extended
+    (fusions: GELU, LayerNorm, attention, MatMul+Add), 2 none. The Python-backend server tritontune
+    runs ONNX models on (``model_repository_templates/python_onnx``) reads the same field, so a
+    tuned value means the same on a GPU host's native backend."""
+
+    ALL = "all"
+    EXTENDED = "extended"
+    BASIC = "basic"
+    DISABLED = "disabled"
+
+
+#: The config's ``optimization.graph.level`` for each level (the onnxruntime backend's numbers).
+GRAPH_LEVELS = {
+    GraphOptimization.ALL: 0,
+    GraphOptimization.EXTENDED: 1,
+    GraphOptimization.BASIC: -1,
+    GraphOptimization.DISABLED: 2,
+}
+
 FP32 = Precision.FP32
 FP16_IO = Precision.FP16_IO
 #: TensorRT's ``precision_mode`` values (onnxruntime backend on a GPU).
@@ -86,6 +108,8 @@ class Variant:
     :mod:`tritontune.precision`, which builds and checks the file."""
     tensorrt_precision: str | None = None
     """On a GPU with the onnxruntime backend: TensorRT's ``precision_mode`` (FP32/FP16/INT8)."""
+    graph_optimization: str | None = None
+    """onnxruntime's graph optimization level (see :class:`GraphOptimization`)."""
 
     def wants_dynamic_batching(self) -> bool | None:
         """On if asked, or implied by a batching knob; ``None`` when the variant doesn't say."""
@@ -160,7 +184,23 @@ def apply_variant(base: ModelConfig, variant: Variant) -> ModelConfig:
         _set_precision(config, base, variant.precision)
     if variant.tensorrt_precision is not None:
         _set_tensorrt(config, variant.tensorrt_precision)
+    if variant.graph_optimization is not None:
+        _set_graph_optimization(config, variant.graph_optimization)
     return config
+
+
+def _set_graph_optimization(config: ModelConfig, level: str) -> None:
+    try:
+        value = GRAPH_LEVELS[GraphOptimization(str(level).lower())]
+    except ValueError:
+        raise ConfigError(
+            f"variant: graph optimization {level!r} is not one of "
+            f"{', '.join(g.value for g in GraphOptimization)}"
+        ) from None
+    if value == 0:
+        config.optimization.ClearField("graph")  # unset: every optimization
+    else:
+        config.optimization.graph.level = value
 
 
 def _set_precision(config: ModelConfig, base: ModelConfig, precision: str) -> None:
@@ -243,6 +283,10 @@ def describe_config(config: ModelConfig) -> dict:
     for accelerator in config.optimization.execution_accelerators.gpu_execution_accelerator:
         if accelerator.name == "tensorrt":
             knobs["tensorrt_precision"] = accelerator.parameters.get("precision_mode", "FP32")
+    level = config.optimization.graph.level if config.HasField("optimization") else 0
+    if level != 0:
+        names = {v: k for k, v in GRAPH_LEVELS.items()}
+        knobs["graph_optimization"] = str(names.get(level, level))
     return knobs
 
 
@@ -264,4 +308,6 @@ def knobs_summary(knobs: dict) -> str:
         parts.append(knobs["precision"])
     if knobs.get("tensorrt_precision"):
         parts.append(f"tensorrt({knobs['tensorrt_precision']})")
+    if knobs.get("graph_optimization"):
+        parts.append(f"graph={knobs['graph_optimization']}")
     return " ".join(parts)

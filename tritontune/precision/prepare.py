@@ -51,6 +51,9 @@ class PrecisionCheck:
     """How the variant was built (the accepted candidate, else the last one tried)."""
     tried: tuple[str, ...] = ()
     """Each candidate recipe tried before it, with why it was passed over."""
+    calibration_data: Path | None = None
+    """The file static INT8 was calibrated on, when not half of the input data (an export
+    rebuilds the variant from the same inputs)."""
 
     def to_dict(self) -> dict:
         return {
@@ -62,6 +65,7 @@ class PrecisionCheck:
             "recipe": self.recipe.to_dict() if self.recipe else None,
             "recipe_label": self.recipe.label() if self.recipe else None,
             "tried": list(self.tried),
+            "calibration_data": str(self.calibration_data) if self.calibration_data else None,
         }
 
     def summary(self) -> str:
@@ -226,10 +230,13 @@ def prepare_precisions(
         if refusal:
             checks[precision] = PrecisionCheck(precision, False, None, reason=refusal, data=data.source)
             continue
-        checks[precision] = _first_accurate(
+        check = _first_accurate(
             model_file, precision, candidates(precision, family, accuracy.calibrations), data,
             accuracy, cache,
         )  # fmt: skip
+        if precision == Precision.INT8_STATIC:
+            check = replace(check, calibration_data=accuracy.calibration_data)
+        checks[precision] = check
     return checks
 
 

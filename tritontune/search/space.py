@@ -31,7 +31,7 @@ import optuna
 
 from tritontune.config.model_config import ModelConfig, backend_of
 from tritontune.config.validate import TargetCapabilities
-from tritontune.config.variant import TENSORRT_PRECISIONS, Variant
+from tritontune.config.variant import TENSORRT_PRECISIONS, GraphOptimization, Variant
 from tritontune.errors import InputError
 from tritontune.precision.accuracy import OutputKind, parse_output_kinds
 from tritontune.precision.convert import DEFAULT_PRECISIONS, PRECISIONS
@@ -120,6 +120,13 @@ class IntRange:
 
 Dimension = Choice | IntRange
 
+#: onnxruntime graph optimization levels searched by default ("disabled" is never faster).
+DEFAULT_GRAPH_OPTIMIZATIONS = (
+    GraphOptimization.ALL.value,
+    GraphOptimization.EXTENDED.value,
+    GraphOptimization.BASIC.value,
+)
+
 #: The dimensions a space may have, in the order they are suggested, with their units.
 DIMENSIONS: dict[str, str] = {
     "max_batch_size": "",
@@ -133,6 +140,7 @@ DIMENSIONS: dict[str, str] = {
     "response_cache": "",
     "precision": "",
     "tensorrt_precision": "",
+    "graph_optimization": "",
 }
 
 
@@ -180,6 +188,7 @@ class SearchSpace:
             backend_parameters=parameters,
             precision=point.get("precision"),
             tensorrt_precision=point.get("tensorrt_precision"),
+            graph_optimization=point.get("graph_optimization"),
         )
 
     def replace(self, name: str, dimension: Dimension | None) -> SearchSpace:
@@ -233,6 +242,7 @@ def default_space(
     ``precision_variants`` (an ONNX model on a server tritontune launched) adds the precision
     dimension (FP32, FP16, INT8 dynamic and static; each gated on accuracy before the search);
     on a GPU with the native onnxruntime backend, TensorRT's precision mode is searched too.
+    onnxruntime models also search the backend's graph optimization level (all, extended, basic).
     """
     cpus = cpu_count or os.cpu_count() or 1
     dims: dict[str, Dimension] = {}
@@ -254,6 +264,7 @@ def default_space(
     if backend_of(base) == "onnxruntime":
         dims["intra_op_thread_count"] = IntRange(1, max(1, cpus))
         dims["inter_op_thread_count"] = IntRange(1, max(1, cpus))
+        dims["graph_optimization"] = Choice(DEFAULT_GRAPH_OPTIMIZATIONS)
         if precision_variants:
             dims["precision"] = Choice(DEFAULT_PRECISIONS)
         if target.gpu_count > 0 and "onnxruntime" in target.backends:
@@ -373,6 +384,7 @@ _VALUE_PARSERS = {
     "response_cache": _bool,
     "precision": _one_of(PRECISIONS),
     "tensorrt_precision": _upper_one_of(TENSORRT_PRECISIONS),
+    "graph_optimization": _one_of(tuple(g.value for g in GraphOptimization)),
 }
 _RANGE_DIMENSIONS = {
     "max_queue_delay",
