@@ -24,6 +24,8 @@ def run_cli(*args: str):
     ("args", "message"),
     [
         (["--max-queue-delay", "soon"], "--max-queue-delay: 'soon' is not a duration"),
+        (["--max-queue-delay", "2"], "--max-queue-delay: '2' has no unit"),
+        (["--window", "1m"], "--window: '1m' is ambiguous"),
         (["--concurrency", "1,x"], "--concurrency: 'x' is not a whole number"),
         (["--request-rate", "-5"], "must be a positive"),
         (["--concurrency", "2", "--request-rate", "5"], "not both"),

@@ -85,7 +85,9 @@ def search(
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
-    timeout: Annotated[str | None, typer.Option(help="Stop starting trials after, e.g. 20m.")] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="Stop starting trials after, e.g. 20min or 2h.")
+    ] = None,
     load: Annotated[
         str, typer.Option(help="concurrency (closed loop) or poisson (open-loop arrivals).")
     ] = "concurrency",
@@ -137,7 +139,7 @@ def search(
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors():
         plan_options = parse_plan_options(headroom, peak_qps)
-        slo = parse_duration(slo_p99, what="--slo-p99", unit="ms")
+        slo = parse_duration(slo_p99, what="--slo-p99")
         if slo <= 0:
             raise InputError("--slo-p99: must be above 0, e.g. 50ms")
         if load not in LOAD_CHOICES:
