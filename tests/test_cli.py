@@ -1,5 +1,6 @@
 """The CLI: bad input gets one clear line and a non-zero exit; a real profile run end to end."""
 
+import importlib.metadata
 import json
 import signal
 import subprocess
@@ -18,6 +19,12 @@ runner = CliRunner()
 
 def run_cli(*args: str):
     return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_version_comes_from_the_package_metadata():
+    result = run_cli("--version")
+    assert result.exit_code == 0
+    assert result.output == f"tritontune {importlib.metadata.version('tritontune')}\n"
 
 
 @pytest.mark.parametrize(
