@@ -14,6 +14,7 @@ from rich.table import Table
 from tritontune.cli._common import (
     AccuracyOption,
     BatchSizeOption,
+    CsvOption,
     GpusOption,
     ImageOption,
     InputDataOption,
@@ -41,6 +42,7 @@ from tritontune.measure.workload import Workload
 from tritontune.precision.accuracy import parse_tolerance
 from tritontune.precision.convert import check_precision
 from tritontune.profile import ProfileResult, run_profile
+from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import TuningSession, open_session
 from tritontune.units import (
@@ -147,6 +149,7 @@ def profile(
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
+    csv_out: CsvOption = None,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
     with user_errors():
@@ -204,6 +207,9 @@ def profile(
         if json_out:
             json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
             console.print(f"wrote {json_out}", highlight=False)
+        if csv_out:
+            write_inference_csv(profile_rows(result), csv_out)
+            console.print(f"wrote {csv_out}", highlight=False)
 
 
 def _profile_with_progress(

@@ -16,6 +16,7 @@ from rich.text import Text
 from tritontune.cli._common import (
     AccuracyOption,
     BatchSizeOption,
+    CsvOption,
     GpusOption,
     ImageOption,
     InputDataOption,
@@ -47,6 +48,7 @@ from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
+from tritontune.report.inference_csv import search_rows, write_inference_csv
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.optimize import (
     PLAYOFF_MEASURE,
@@ -127,6 +129,7 @@ def search(
         int, typer.Option(help="Interleaved rounds of the playoff.", min=1)
     ] = PLAYOFF_ROUNDS,
     report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
+    csv_out: CsvOption = None,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
     peak_qps: PeakOption = None,
     launch: LaunchOption = "local",
@@ -190,6 +193,9 @@ def search(
         out = results or Path(f"{outcome.study_name}.results.json")
         out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
         console.print(f"results: {out}", highlight=False)
+        if csv_out:
+            write_inference_csv(search_rows(outcome.study), csv_out)
+            console.print(f"csv: {csv_out}", highlight=False)
         if report:
             finished = load_existing_study(storage, outcome.study_name)
             data = write_report(finished, report, **plan_options)
