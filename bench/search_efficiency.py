@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="head-to-head re-measurements")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    slo = parse_duration(args.slo, unit="ms")
+    slo = parse_duration(args.slo, what="--slo")
     seeds = [int(s) for s in args.seeds.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="tritontune-bench-search-"))
     storage = f"sqlite:///{workdir / 'bench.db'}"

@@ -1,5 +1,7 @@
 """The CLI: bad input gets one clear line and a non-zero exit; a real profile run end to end."""
 
+import csv
+import importlib.metadata
 import json
 import signal
 import subprocess
@@ -20,10 +22,18 @@ def run_cli(*args: str):
     return runner.invoke(app, list(args), catch_exceptions=False)
 
 
+def test_version_comes_from_the_package_metadata():
+    result = run_cli("--version")
+    assert result.exit_code == 0
+    assert result.output == f"tritontune {importlib.metadata.version('tritontune')}\n"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--max-queue-delay", "soon"], "--max-queue-delay: 'soon' is not a duration"),
+        (["--max-queue-delay", "2"], "--max-queue-delay: '2' has no unit"),
+        (["--window", "1m"], "--window: '1m' is ambiguous"),
         (["--concurrency", "1,x"], "--concurrency: 'x' is not a whole number"),
         (["--request-rate", "-5"], "must be a positive"),
         (["--concurrency", "2", "--request-rate", "5"], "not both"),
@@ -59,11 +69,12 @@ def test_remote_without_a_server():
 
 @pytest.mark.integration
 def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
-    out = tmp_path / "result.json"
+    out, table = tmp_path / "result.json", tmp_path / "levels.csv"
     result = run_cli(
         "profile", "-r", str(example_repository), "-m", "mlp",
         "--max-queue-delay", "2ms", "--preferred-batch-size", "4,8", "--instances", "1",
         "--concurrency", "1,8", "--warmup", "0.3s", "--window", "0.4s", "--json", str(out),
+        "--csv", str(table),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "concurrency 8" in result.output
@@ -78,6 +89,13 @@ def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
         assert level["errors"] == {}
         assert level["latency_ms"]["p99"] >= level["latency_ms"]["p50"] > 0
     assert levels[1]["server"]["avg_batch_size"] > 1
+    with open(table, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["Concurrency"] for r in rows] == ["1", "8"]  # one row per level, as measured
+    for row, level in zip(rows, levels, strict=True):
+        assert row["Model"] == "mlp" and row["Instance Group"] == "1:CPU"
+        assert float(row["Throughput (infer/sec)"]) == pytest.approx(level["throughput_infer_per_s"])
+        assert float(row["p99 Latency (ms)"]) == pytest.approx(level["latency_ms"]["p99"], abs=1e-3)
 
 
 @pytest.mark.integration

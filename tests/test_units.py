@@ -18,24 +18,51 @@ from tritontune.units import (
         ("0.05s", 0.05),
         ("500us", 0.0005),
         ("500µs", 0.0005),
-        ("2m", 120.0),
-        ("1.5", 1.5),
+        ("2min", 120.0),
+        ("1.5h", 5400.0),
         (" 20 ms ", 0.02),
         (".5s", 0.5),
-        (3, 3.0),
+        ("0", 0.0),
+        (0, 0.0),
     ],
 )
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-def test_bare_number_uses_given_unit():
-    assert parse_duration("200", unit="ms") == pytest.approx(0.2)
+@pytest.mark.parametrize("text", ["50m", "2m", "0.5 m"])
+def test_m_alone_is_refused_as_ambiguous(text):
+    number = text.removesuffix("m").strip()
+    with pytest.raises(InputError) as error:
+        parse_duration(text, what="--slo-p99")
+    message = str(error.value)
+    assert message.startswith(f"--slo-p99: {text!r} is ambiguous")
+    assert f"{number}ms" in message and f"{number}min" in message
+    assert "\n" not in message
 
 
-@pytest.mark.parametrize("text", ["fast", "50 ms ms", "ms", "-5ms", "5 parsecs", ""])
-def test_bad_duration_names_the_option(text):
-    with pytest.raises(InputError, match="--slo-p99"):
+@pytest.mark.parametrize("text", ["50", "1.5", 200, 0.5])
+def test_bare_number_is_refused(text):
+    # No caller has a default unit: a bare 50 is 50 ms to one user and 50 s to another.
+    with pytest.raises(InputError, match=r"--window: .* has no unit; expected one of us, ms, s, min, h"):
+        parse_duration(text, what="--window")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("fast", "is not a duration"),
+        ("50 ms ms", "is not a duration"),
+        ("ms", "is not a duration"),
+        ("", "is not a duration"),
+        ("-5ms", "is negative"),
+        ("5 parsecs", "unknown unit 'parsecs'"),
+        ("5sec", "unknown unit 'sec'"),
+        (True, "is not a duration"),
+    ],
+)
+def test_bad_duration_names_the_option(text, reason):
+    with pytest.raises(InputError, match=f"^--slo-p99: .*{reason}"):
         parse_duration(text, what="--slo-p99")
 
 

@@ -10,27 +10,47 @@ import re
 
 from tritontune.errors import InputError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s|m|min|h)?\s*$")
-_SCALE = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([^\d\s.]*)\s*$")
+#: The units a duration may carry, in seconds. ``µs`` is ``us`` typed with the micro sign; ``h`` is
+#: for long search budgets (``--timeout 8h``). ``m`` is refused: ``50m`` reads as minutes to a
+#: parser and as milliseconds to a person setting a latency SLO.
+_SCALE = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+_UNITS = "us, ms, s, min, h"
 
 
-def parse_duration(text: str | float | int, *, what: str = "duration", unit: str = "s") -> float:
-    """Parse ``50ms``, ``0.05s``, ``500us``, ``2m`` into seconds.
+def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
+    """Parse ``50ms``, ``0.05s``, ``500us``, ``20min``, ``2h`` into seconds.
 
-    A bare number is read in ``unit`` (seconds unless said otherwise), so ``--timeout 30`` means 30 s.
+    Every duration carries its unit: a bare number other than ``0`` (which is zero in every unit)
+    is refused, and so is ``m`` alone (``50m``: say ``50ms`` or ``50min``). A number given as a
+    number (``500`` in a YAML file) is a bare number too.
     """
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value, suffix = float(text), unit
-    else:
-        match = _DURATION.match(str(text))
-        if not match:
-            raise InputError(
-                f"{what}: {text!r} is not a duration; expected a number with a unit, "
-                "e.g. 50ms, 0.05s, 500us, 2m"
-            )
-        value, suffix = float(match.group(1)), match.group(2) or unit
-    if value < 0:
-        raise InputError(f"{what}: {text!r} is negative; expected a duration >= 0")
+    shown = f"{text!r}" if isinstance(text, str) else str(text)
+    if isinstance(text, bool):
+        raise InputError(f"{what}: {shown} is not a duration; expected a number with a unit, e.g. 50ms")
+    match = _DURATION.match(str(text))
+    if not match:
+        if str(text).strip().startswith("-"):
+            raise InputError(f"{what}: {shown} is negative; expected a duration >= 0, e.g. 50ms")
+        raise InputError(
+            f"{what}: {shown} is not a duration; expected a number with a unit ({_UNITS}), "
+            "e.g. 50ms, 0.05s, 500us, 20min"
+        )
+    number, suffix = match.group(1), match.group(2)
+    value = float(number)
+    if suffix == "m":
+        raise InputError(
+            f"{what}: {shown} is ambiguous ('m'); write {number}ms for milliseconds "
+            f"or {number}min for minutes"
+        )
+    if not suffix:
+        if value == 0:
+            return 0.0
+        raise InputError(
+            f"{what}: {shown} has no unit; expected one of {_UNITS}, e.g. {number}ms or {number}s"
+        )
+    if suffix not in _SCALE:
+        raise InputError(f"{what}: {shown} has an unknown unit {suffix!r}; expected one of {_UNITS}")
     return value * _SCALE[suffix]
 
 

@@ -1,5 +1,6 @@
 """`tritontune check` on a repository exported from a real search, then made worse on purpose."""
 
+import csv
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -49,8 +50,17 @@ def junit_cases(path: Path) -> dict[str, ET.Element]:
 
 
 def test_a_freshly_exported_repository_passes(tuned: Path, tmp_path: Path):
-    result, junit, summary = check(tuned, tmp_path)
+    table = tmp_path / "rounds.csv"
+    result, junit, summary = check(tuned, tmp_path, "--csv", str(table))
     assert result.exit_code == 0, result.output
+    with open(table, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) >= 3 and {r["Measured"] for r in rows} >= {"check round 1", "check round 3"}
+    record = yaml.safe_load((tuned / "mlp" / RECORD_FILE).read_text())
+    assert {r["Model"] for r in rows} == {"mlp"}
+    assert {r["Max Batch Size"] for r in rows} == {str(record["knobs"]["max_batch_size"])}
+    assert {r["Model Config Path"] for r in rows} == {str(tuned / "mlp")}
+    assert all(r["Satisfies Constraints"] in ("Yes", "No") for r in rows)
     assert "check passed: 1/1 models pass" in result.output
     cases = junit_cases(junit)
     assert set(cases) == {"mlp.loads", "mlp.p99", "mlp.throughput", "mlp.errors"}

@@ -26,6 +26,15 @@ def search(*args: str):
     [
         (["--slo-p99", "soon"], "--slo-p99: 'soon' is not a duration"),
         (["--slo-p99", "0ms"], "--slo-p99: must be above 0"),
+        (
+            ["--slo-p99", "50m"],
+            "--slo-p99: '50m' is ambiguous ('m'); write 50ms for milliseconds or 50min",
+        ),
+        (
+            ["--slo-p99", "50"],
+            "--slo-p99: '50' has no unit; expected one of us, ms, s, min, h, e.g. 50ms",
+        ),
+        (["--slo-p99", "50ms", "--timeout", "20m"], "--timeout: '20m' is ambiguous"),
         (["--slo-p99", "50ms", "--load", "bursty"], "--load: 'bursty' is not one of"),
         (["--slo-p99", "50ms", "--timeout", "later"], "--timeout: 'later' is not a duration"),
     ],

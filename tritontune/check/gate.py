@@ -59,6 +59,10 @@ class ModelCheck:
     warnings: list[str] = field(default_factory=list)
     criteria: list[Criterion] = field(default_factory=list)
     rounds: list[RoundFigures] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    """Each round's full measurement, in the order of ``rounds``."""
+    knobs: dict = field(default_factory=dict)
+    """The knobs of the config as loaded (:func:`describe_config`); empty when it did not load."""
     duration_s: float = 0.0
 
     @property
@@ -231,7 +235,7 @@ def _check_on_server(
                 f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
             )
         try:
-            session.load_variant(Variant())  # the config.pbtxt as exported
+            check.knobs = describe_config(session.load_variant(Variant()))  # config.pbtxt as exported
         except TritonTuneError as err:
             check.problems.append(str(err))
             return
@@ -265,6 +269,7 @@ def _measure_rounds(
                 load, settings=first if not check.rounds else settings.measure
             )
             total = measurement.latency.count + measurement.error_count
+            check.measurements.append(measurement)
             check.rounds.append(
                 RoundFigures(
                     throughput=measurement.throughput,

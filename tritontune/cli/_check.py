@@ -13,6 +13,7 @@ from rich.table import Table
 from tritontune.check.gate import CHECK_MEASURE, CheckReport, CheckSettings, run_check
 from tritontune.check.reports import criterion_text, render_summary, write_junit
 from tritontune.cli._common import (
+    CsvOption,
     GpusOption,
     ImageOption,
     LaunchOption,
@@ -28,6 +29,7 @@ from tritontune.cli._common import (
     user_errors,
 )
 from tritontune.measure.measurement import Measurement
+from tritontune.report.inference_csv import check_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.units import parse_duration, parse_fraction
 
@@ -46,6 +48,7 @@ def check(
         int, typer.Option(help="Measurement rounds per model (2 more when they disagree).", min=1)
     ] = 3,
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
+    csv_out: CsvOption = None,
     launch: LaunchOption = "local",
     image: ImageOption = DEFAULT_IMAGE,
     gpus: GpusOption = None,
@@ -71,6 +74,9 @@ def check(
             with open(summary, "a", encoding="utf-8") as handle:  # CI summaries are appended to
                 handle.write(render_summary(report))
             console.print(f"summary: {summary}", highlight=False)
+        if csv_out:
+            write_inference_csv(check_rows(report), csv_out)
+            console.print(f"csv: {csv_out}", highlight=False)
     if not report.passed:
         raise typer.Exit(1)
 

@@ -138,6 +138,14 @@ StorageOption = Annotated[
 TritonserverOption = Annotated[
     Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
 ]
+CsvOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--csv",
+        help="Write one row per measured load level as CSV (Model Analyzer's "
+        "metrics-model-inference.csv columns, where they mean the same).",
+    ),
+]
 
 
 def _version(value: bool) -> None:

@@ -17,6 +17,7 @@ from tritontune.cli._common import (
     BatchSizeOption,
     CalibrationDataOption,
     CalibrationOption,
+    CsvOption,
     GpusOption,
     ImageOption,
     InputDataOption,
@@ -45,6 +46,7 @@ from tritontune.measure.workload import Workload
 from tritontune.precision.convert import check_precision
 from tritontune.precision.prepare import AccuracySettings
 from tritontune.profile import ProfileResult, run_profile
+from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import TuningSession, open_session
 from tritontune.units import (
@@ -158,6 +160,7 @@ def profile(
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
+    csv_out: CsvOption = None,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
     with user_errors():
@@ -221,6 +224,9 @@ def profile(
         if json_out:
             json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
             console.print(f"wrote {json_out}", highlight=False)
+        if csv_out:
+            write_inference_csv(profile_rows(result), csv_out)
+            console.print(f"wrote {csv_out}", highlight=False)
 
 
 def _profile_with_progress(

@@ -19,6 +19,7 @@ from tritontune.cli._common import (
     BatchSizeOption,
     CalibrationDataOption,
     CalibrationOption,
+    CsvOption,
     GpusOption,
     ImageOption,
     InputDataOption,
@@ -50,6 +51,7 @@ from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
+from tritontune.report.inference_csv import search_rows, write_inference_csv
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.optimize import (
     PLAYOFF_MEASURE,
@@ -88,7 +90,9 @@ def search(
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
-    timeout: Annotated[str | None, typer.Option(help="Stop starting trials after, e.g. 20m.")] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="Stop starting trials after, e.g. 20min or 2h.")
+    ] = None,
     load: Annotated[
         str, typer.Option(help="concurrency (closed loop) or poisson (open-loop arrivals).")
     ] = "concurrency",
@@ -131,6 +135,7 @@ def search(
         int, typer.Option(help="Interleaved rounds of the playoff.", min=1)
     ] = PLAYOFF_ROUNDS,
     report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
+    csv_out: CsvOption = None,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
     peak_qps: PeakOption = None,
     launch: LaunchOption = "local",
@@ -143,7 +148,7 @@ def search(
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors():
         plan_options = parse_plan_options(headroom, peak_qps)
-        slo = parse_duration(slo_p99, what="--slo-p99", unit="ms")
+        slo = parse_duration(slo_p99, what="--slo-p99")
         if slo <= 0:
             raise InputError("--slo-p99: must be above 0, e.g. 50ms")
         if load not in LOAD_CHOICES:
@@ -200,6 +205,9 @@ def search(
         out = results or Path(f"{outcome.study_name}.results.json")
         out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
         console.print(f"results: {out}", highlight=False)
+        if csv_out:
+            write_inference_csv(search_rows(outcome.study), csv_out)
+            console.print(f"csv: {csv_out}", highlight=False)
         if report:
             finished = load_existing_study(storage, outcome.study_name)
             data = write_report(finished, report, **plan_options)

@@ -351,7 +351,7 @@ def _bool(where: str, value: Any) -> bool:
 
 
 def _delay(where: str, value: Any) -> int:
-    return to_microseconds(parse_duration(value, what=where, unit="us"))
+    return to_microseconds(parse_duration(value, what=where))
 
 
 def _one_of(options: tuple[str, ...]) -> Callable[[str, Any], str]:

@@ -59,7 +59,7 @@ class DockerSettings:
 
 
 def _docker() -> ModuleType:
-    import docker  # the SDK is the ``gpu`` extra: imported only when docker is asked for
+    import docker  # the SDK is the ``docker`` extra: imported only when docker is asked for
 
     return docker
 
@@ -70,7 +70,7 @@ def docker_client() -> Any:  # docker.DockerClient (the SDK has no type informat
         docker = _docker()
     except ImportError:
         raise ServerError(
-            "--launch docker needs the Docker SDK: pip install 'tritontune[gpu]' (package docker)"
+            "--launch docker needs the Docker SDK: pip install 'tritontune[docker]' (package docker)"
         ) from None
     try:
         client = docker.from_env(timeout=30)

@@ -1,0 +1,52 @@
+"""pyproject.toml lists its packages by hand (the templates live outside ``tritontune/``): a
+package or template folder missing from the list is missing from the wheel, while an editable
+install (what the other tests run on) still finds it. CI builds and runs the wheel itself."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def setuptools_config() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def test_every_package_of_the_source_tree_is_listed():
+    listed = set(setuptools_config()["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "tritontune").rglob("__init__.py")
+    }
+    assert found - listed == set(), "packages missing from pyproject.toml's [tool.setuptools] packages"
+
+
+def test_every_template_folder_ships_its_templates():
+    config = setuptools_config()
+    base = "tritontune.model_repository_templates"
+    assert config["package-dir"][base] == "model_repository_templates"
+    folders = {t.parent.name for t in (ROOT / "model_repository_templates").rglob("*.j2")}
+    assert folders, "no templates found"
+    for folder in folders:
+        assert f"{base}.{folder}" in config["packages"]
+        assert config["package-data"][f"{base}.{folder}"] == ["*.j2"]
+
+
+def test_license_is_an_spdx_string():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    extras = project["optional-dependencies"]
+    assert "onnxruntime-gpu" not in str(extras), "two onnxruntime builds break each other"
+
+
+def test_the_ci_example_installs_tritontune_from_the_checkout():
+    workflow = yaml.safe_load((ROOT / "examples" / "ci" / "tritontune-check.yml").read_text())
+    installs = [
+        s["run"] for s in workflow["jobs"]["check"]["steps"] if "pip install" in s.get("run", "")
+    ]
+    assert installs == ['pip install "${TRITONTUNE_SOURCE}[local]"']
+    assert workflow["env"]["TRITONTUNE_SOURCE"] == "."
