@@ -16,3 +16,11 @@ def test_config_templates_parse_into_model_configs():
     assert python.parameters["onnx_model_file"].string_value == "w.onnx"
     native = render_config("onnxruntime/config.pbtxt.j2", name="m", max_batch_size=8)
     assert (native.backend, native.max_batch_size) == ("onnxruntime", 8)
+
+
+def test_python_model_reads_the_graph_level_as_the_onnxruntime_backend_does():
+    source = render("python_onnx/model.py.j2", name="m", onnx_file="model.onnx", tritontune_version="x")
+    assert '.get("optimization", {}).get("graph", {}).get("level", 0)' in source
+    for level, name in ((0, "ORT_ENABLE_ALL"), (-1, "ORT_ENABLE_BASIC"), (1, "ORT_ENABLE_EXTENDED"),
+                        (2, "ORT_DISABLE_ALL")):  # fmt: skip
+        assert f"{level}: ort.GraphOptimizationLevel.{name}" in source

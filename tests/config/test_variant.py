@@ -104,3 +104,21 @@ def test_tensorrt_precision_is_written_as_an_accelerator():
     assert "need KIND_GPU instances" in " ".join(config_problems(cpu))
     with pytest.raises(ConfigError, match="tensorrt precision 'fp8'"):
         apply_variant(BASE, Variant(tensorrt_precision="fp8"))
+
+
+def test_graph_optimization_is_the_onnxruntime_backends_level():
+    from tritontune.config.variant import knobs_summary
+
+    for name, level in (("basic", -1), ("extended", 1), ("disabled", 2)):
+        config = apply_variant(BASE, Variant(graph_optimization=name))
+        assert config.optimization.graph.level == level
+        assert describe_config(config)["graph_optimization"] == name
+        assert f"graph={name}" in knobs_summary(describe_config(config))
+    # "all" is the backend's default: no graph block at all, and nothing to describe
+    every = apply_variant(
+        apply_variant(BASE, Variant(graph_optimization="basic")), Variant(graph_optimization="all")
+    )
+    assert not every.optimization.HasField("graph")
+    assert "graph_optimization" not in describe_config(every)
+    with pytest.raises(ConfigError, match="graph optimization 'max' is not one of all, extended"):
+        apply_variant(BASE, Variant(graph_optimization="max"))

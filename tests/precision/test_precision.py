@@ -141,3 +141,25 @@ def test_user_inputs_are_split_into_calibration_and_evaluation(source, tmp_path)
     assert check.figures is not None and check.figures.samples == 4
     assert check.figures.calibration_samples == 4
     assert str(data) in check.data and "disjoint halves" in check.data
+
+
+def test_calibration_data_of_its_own_and_one_that_does_not_fit(source, tmp_path):
+    rng = np.random.default_rng(3)
+    data, calibration, wrong = tmp_path / "data.json", tmp_path / "calib.json", tmp_path / "wrong.json"
+    data.write_text(
+        json.dumps({"data": [{"INPUT": rng.standard_normal(256).round(4).tolist()} for _ in range(6)]})
+    )
+    calibration.write_text(
+        json.dumps({"data": [{"INPUT": rng.standard_normal(256).round(4).tolist()} for _ in range(5)]})
+    )
+    wrong.write_text(json.dumps({"data": [{"OTHER": [0.0] * 256}]}))
+    both = precision_data(source.base_config, data, calibration_data=calibration)
+    assert (both.calibration_samples, both.evaluation_samples) == (5, 6)  # every input sample judges
+    found = prepare_precisions(
+        source.model_file, source.base_config, ["fp16", "int8_static"], input_data=data,
+        accuracy=AccuracySettings(calibration_data=wrong), cache=tmp_path / "cache",
+    )  # fmt: skip
+    assert found["fp16"].accepted  # only the variant that calibrates leaves the space
+    static = found["int8_static"]
+    assert not static.accepted and static.reason.startswith("calibration data: ")
+    assert "has no value for input 'INPUT'" in static.reason

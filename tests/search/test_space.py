@@ -143,3 +143,39 @@ def test_ordered_choice_accepts_its_own_values_back():
     delays = Choice((100, 500, 2000, 8000))
     for value in delays.values:
         assert delays.suggest(optuna.trial.FixedTrial({"d": value}), "d") == value
+
+
+def test_graph_optimization_is_searched_for_onnxruntime_models(base, tmp_path: Path):
+    space = default_space(
+        base, TargetCapabilities(gpu_count=0), slo_p99_s=0.05, batch_dim_dynamic=True, cpu_count=2
+    )
+    assert space.dimensions["graph_optimization"] == Choice(("all", "extended", "basic"))
+    assert space.to_variant({"graph_optimization": "basic"}).graph_optimization == "basic"
+    path = tmp_path / "space.yaml"
+    path.write_text("graph_optimization: [extended, disabled]\n")
+    assert load_space_file(path, space).dimensions["graph_optimization"] == Choice(
+        ("extended", "disabled")
+    )
+    path.write_text("graph_optimization: [fast]\n")
+    with pytest.raises(InputError, match="'fast' is not one of all, extended, basic, disabled"):
+        load_space_file(path, space)
+
+
+def test_a_space_file_may_declare_output_kinds(tmp_path: Path):
+    from tritontune.precision.accuracy import OutputKind
+    from tritontune.search.space import space_file_output_kinds
+
+    path = tmp_path / "space.yaml"
+    path.write_text("precision: [fp32, int8_dynamic]\naccuracy_kind: {sentence_embedding: embedding}\n")
+    assert space_file_output_kinds(path) == {"sentence_embedding": OutputKind.EMBEDDING}
+    assert load_space_file(path, SearchSpace({})).dimensions == {
+        "precision": Choice(("fp32", "int8_dynamic"))
+    }
+    path.write_text("accuracy_kind: classifier\n")
+    assert space_file_output_kinds(path) == {"*": OutputKind.CLASSIFIER}
+    path.write_text("accuracy_kind: [embedding]\n")
+    with pytest.raises(InputError, match="accuracy_kind: expected a kind"):
+        space_file_output_kinds(path)
+    path.write_text("accuracy_kind: vector\n")
+    with pytest.raises(InputError, match="accuracy_kind: 'vector' is not an output kind"):
+        space_file_output_kinds(path)

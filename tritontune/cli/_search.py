@@ -280,6 +280,8 @@ def _search_with_progress(
                 err_console.print(
                     f"precision {name}: {verdict} ({escape(check.summary())})", highlight=False
                 )
+                for tried in check.tried:
+                    err_console.print(f"  [dim]passed over: {escape(tried)}[/]", highlight=False)
 
         def playoff_start(contenders: list[Contender], rounds: int) -> None:
             names = ", ".join(c.label for c in contenders)

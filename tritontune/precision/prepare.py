@@ -100,6 +100,8 @@ class PrecisionData:
     evaluation_samples: int = 0
     synthesized_integers: tuple[str, ...] = field(default=())
     """Integer inputs whose values were made up (no data file): not fit to calibrate on."""
+    calibration_problem: str | None = None
+    """Why the calibration file can't be used (only static INT8 needs it: it alone is refused)."""
 
 
 def config_input_specs(config: ModelConfig) -> list[TensorSpec]:
@@ -133,45 +135,59 @@ def precision_data(
 ) -> PrecisionData:
     """Calibration and evaluation inputs, disjoint.
 
-    ``input_data`` alone: every other sample calibrates, the others evaluate. With
-    ``calibration_data`` too, that file calibrates and every sample of ``input_data`` evaluates.
+    ``input_data`` alone: every other sample calibrates, the others evaluate. ``calibration_data``
+    calibrates on its own; then every sample of ``input_data`` evaluates (synthesized ones when
+    there is no ``input_data``). Neither: separate synthesized draws.
     """
     specs = config_input_specs(config)
     batching = config.max_batch_size > 0
-    if input_data is not None:
-        samples = read_input_data(input_data, specs, batch_size=1, batching=batching)
-        if calibration_data is not None:
-            calibrate = read_input_data(calibration_data, specs, batch_size=1, batching=batching)
-            evaluate, source = samples, f"calibration {calibration_data}, evaluation {input_data}"
-        elif len(samples) >= MIN_SPLIT_SAMPLES:
-            calibrate, evaluate = samples[0::2], samples[1::2]
-            source = f"{input_data} (disjoint halves)"
-        else:  # too few to split: nothing to calibrate on; the others are judged on all
-            calibrate, evaluate = [], samples
-            source = f"{input_data} ({len(samples)} samples: too few to split)"
-        return PrecisionData(
-            _batched(calibrate, batching),
-            _batched(evaluate, batching),
-            source,
-            calibration_samples=len(calibrate),
-            evaluation_samples=len(evaluate),
-        )
 
     def draw(batch: int, count: int, seed: int) -> list[dict]:
         return synthesize_payloads(
             specs, batch_size=batch, batching=batching, dynamic_dim=dynamic_dim, count=count, seed=seed
         )
 
-    integers = tuple(
-        s.name for s in specs if s.datatype.startswith(("INT", "UINT")) or s.datatype == "BOOL"
-    )
+    if input_data is None and calibration_data is None:
+        integers = tuple(
+            s.name for s in specs if s.datatype.startswith(("INT", "UINT")) or s.datatype == "BOOL"
+        )
+        return PrecisionData(
+            draw(8, 16, seed=101),
+            draw(32, 4, seed=202),
+            "synthesized",
+            calibration_samples=16 * (8 if batching else 1),
+            evaluation_samples=4 * (32 if batching else 1),
+            synthesized_integers=integers,
+        )
+    problem = None
+    if calibration_data is not None:
+        try:
+            calibrate = read_input_data(calibration_data, specs, batch_size=1, batching=batching)
+        except InputError as err:  # only static INT8 needs it: that variant alone is refused
+            calibrate, problem = [], str(err)
+        if input_data is not None:
+            evaluate = read_input_data(input_data, specs, batch_size=1, batching=batching)
+            source = f"calibration {calibration_data}, evaluation {input_data}"
+        else:
+            evaluate = draw(32, 4, seed=202)
+            source = f"calibration {calibration_data}, evaluation synthesized"
+    else:
+        assert input_data is not None
+        samples = read_input_data(input_data, specs, batch_size=1, batching=batching)
+        if len(samples) >= MIN_SPLIT_SAMPLES:
+            calibrate, evaluate = samples[0::2], samples[1::2]
+            source = f"{input_data} (disjoint halves)"
+        else:  # too few to split: nothing to calibrate on; the others are judged on all
+            calibrate, evaluate = [], samples
+            source = f"{input_data} ({len(samples)} samples: too few to split)"
+    rows = sum(next(iter(e.values())).shape[0] if batching else 1 for e in evaluate)
     return PrecisionData(
-        draw(8, 16, seed=101),
-        draw(32, 4, seed=202),
-        "synthesized",
-        calibration_samples=16 * (8 if batching else 1),
-        evaluation_samples=4 * (32 if batching else 1),
-        synthesized_integers=integers,
+        _batched(calibrate, batching),
+        _batched(evaluate, batching) if input_data is not None else evaluate,
+        source,
+        calibration_samples=len(calibrate),
+        evaluation_samples=rows,
+        calibration_problem=problem,
     )
 
 
@@ -179,6 +195,8 @@ def _refusal(precision: Precision, data: PrecisionData) -> str | None:
     """Why ``precision`` can't be built on ``data`` at all (static INT8 needs real inputs)."""
     if precision != Precision.INT8_STATIC:
         return None
+    if data.calibration_problem:
+        return f"calibration data: {data.calibration_problem}"
     if data.synthesized_integers:
         names = ", ".join(data.synthesized_integers)
         return (

@@ -1,0 +1,105 @@
+"""Recipes: which candidates each precision tries, in which order, and what they keep in float."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tritontune.config.variant import Precision
+from tritontune.errors import InputError
+from tritontune.precision.recipe import (
+    Calibration,
+    KeepFloat,
+    ModelFamily,
+    Recipe,
+    candidates,
+    keep_float_nodes,
+    model_family,
+    parse_calibration,
+)
+
+
+def _block() -> onnx.ModelProto:
+    """A transformer block's shape: LayerNorm, attention scores (Softmax), an FFN with erf-GELU."""
+    rng = np.random.default_rng(0)
+
+    def weight(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    scalar = {n: numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+              (("sqrt2", 2**0.5), ("one", 1.0), ("half", 0.5))}  # fmt: skip
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln"], name="ln"),
+        helper.make_node("MatMul", ["ln", "wq"], ["q"], name="query"),
+        helper.make_node("MatMul", ["q", "q_t"], ["scores"], name="scores"),
+        helper.make_node("Softmax", ["scores"], ["probs"], name="softmax"),
+        helper.make_node("MatMul", ["ln", "w_in"], ["h"], name="ffn_in"),
+        helper.make_node("Div", ["h", "sqrt2"], ["hs"], name="div"),
+        helper.make_node("Erf", ["hs"], ["erf"], name="erf"),
+        helper.make_node("Add", ["erf", "one"], ["erf1"], name="add1"),
+        helper.make_node("Mul", ["h", "erf1"], ["hx"], name="mul"),
+        helper.make_node("Mul", ["hx", "half"], ["gelu"], name="gelu"),
+        helper.make_node("MatMul", ["gelu", "w_out"], ["y"], name="ffn_out"),
+        helper.make_node("Transpose", ["q"], ["q_t"], name="t", perm=[1, 0]),
+    ]
+    graph = helper.make_graph(
+        nodes, "block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8]),
+         helper.make_tensor_value_info("probs", TensorProto.FLOAT, [4, 4])],
+        [weight("g", (8,)), weight("b", (8,)), weight("wq", (8, 8)), weight("w_in", (8, 16)),
+         weight("w_out", (16, 8)), *scalar.values()],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_family_comes_from_the_operators():
+    assert model_family(_block()) == ModelFamily.TRANSFORMER
+    conv = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], "c",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")],
+    )  # fmt: skip
+    assert model_family(helper.make_model(conv)) == ModelFamily.CNN
+
+
+def test_only_the_matmul_fed_by_gelu_is_kept_in_float():
+    assert keep_float_nodes(_block(), [KeepFloat.GELU_FED_MATMUL]) == ["ffn_out"]
+    assert keep_float_nodes(_block(), []) == []
+
+
+def test_candidates_most_quantized_first_calibration_within_a_graph():
+    static = candidates(Precision.INT8_STATIC, ModelFamily.TRANSFORMER)
+    assert [(r.keep_float, r.calibration) for r in static] == [
+        ((), Calibration.MINMAX),
+        ((), Calibration.PERCENTILE),
+        ((), Calibration.ENTROPY),
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.MINMAX),
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.PERCENTILE),
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.ENTROPY),
+    ]
+    assert all(r.per_channel and r.weights_only_matmul for r in static)
+    assert static[0].op_types == ("MatMul", "Gemm", "Attention")
+    dynamic = candidates(Precision.INT8_DYNAMIC, ModelFamily.TRANSFORMER)
+    assert [r.keep_float for r in dynamic] == [(), (KeepFloat.GELU_FED_MATMUL,)]
+    assert all(r.calibration is None for r in dynamic)
+    assert candidates(Precision.INT8_DYNAMIC, ModelFamily.CNN)[0].op_types == ("Conv", "MatMul", "Gemm")
+    assert len(candidates(Precision.INT8_STATIC, ModelFamily.OTHER, (Calibration.ENTROPY,))) == 1
+    assert len(candidates(Precision.FP16, ModelFamily.TRANSFORMER)) == 1
+
+
+def test_a_recipe_round_trips_and_says_what_it_is():
+    recipe = candidates(Precision.INT8_STATIC, ModelFamily.TRANSFORMER)[3]
+    assert Recipe.from_dict(recipe.to_dict()) == recipe
+    assert recipe.label() == (
+        "int8_static: per-channel MatMul/Gemm/Attention, gelu-fed-matmul in float, minmax calibration"
+    )
+    assert Recipe(Precision.FP16_IO).label() == "fp16_io: FP16 weights and compute, FP16 inputs/outputs"
+
+
+def test_calibration_choice():
+    assert parse_calibration("auto") == tuple(Calibration)
+    assert parse_calibration("Entropy") == (Calibration.ENTROPY,)
+    with pytest.raises(InputError, match="--calibration: 'kl' is not one of auto, minmax"):
+        parse_calibration("kl")
