@@ -37,6 +37,12 @@ def search(*args: str):
         (["--slo-p99", "50ms", "--timeout", "20m"], "--timeout: '20m' is ambiguous"),
         (["--slo-p99", "50ms", "--load", "bursty"], "--load: 'bursty' is not one of"),
         (["--slo-p99", "50ms", "--timeout", "later"], "--timeout: 'later' is not a duration"),
+        (
+            ["--slo-p99", "50ms", "--accuracy-kind", "vector"],
+            "--accuracy-kind: 'vector' is not an output kind",
+        ),
+        (["--slo-p99", "50ms", "--calibration", "kl"], "--calibration: 'kl' is not one of auto, minmax"),
+        (["--slo-p99", "50ms", "--accuracy", "top5=1"], "--accuracy: 'top5=1' is not KEY=VALUE"),
     ],
 )
 def test_bad_search_options(example_repository: Path, args, message):

@@ -183,6 +183,7 @@ def profile(
             graph_optimization=graph_optimization,
         )
         loads = _loads(concurrency, request_rate, arrival)
+        precision_checks = accuracy_settings(accuracy, accuracy_kind, calibration, calibration_data)
         settings = MeasureSettings(
             warmup_s=parse_duration(warmup, what="--warmup"),
             window_s=max(parse_duration(window, what="--window"), 0.05),
@@ -198,12 +199,7 @@ def profile(
         )
         with session:
             print_server(session)
-            result = _profile_with_progress(
-                session,
-                variant,
-                loads,
-                accuracy_settings(accuracy, accuracy_kind, calibration, calibration_data),
-            )
+            result = _profile_with_progress(session, variant, loads, precision_checks)
         console.print(_levels_table(result))
         for m in result.measurements:
             note = m.interference.describe() if m.interference else None
