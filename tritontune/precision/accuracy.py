@@ -381,6 +381,17 @@ def _feeds(session: onnxruntime.InferenceSession, batch: Batch) -> Batch:
     return feeds
 
 
+def run_model(model: Path, batches: Sequence[Batch]) -> dict[str, np.ndarray]:
+    """Every output of ``model`` on ``batches``, concatenated along the first axis (float64)."""
+    session = _session(model)
+    names = [o.name for o in session.get_outputs()]
+    outputs: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for batch in batches:
+        for name, value in zip(names, session.run(names, _feeds(session, batch)), strict=True):
+            outputs[name].append(np.asarray(value, dtype=np.float64))
+    return {name: np.concatenate(values) for name, values in outputs.items()}
+
+
 def compare_models(
     reference: Path,
     candidate: Path,
@@ -388,23 +399,19 @@ def compare_models(
     *,
     kinds: Mapping[str, OutputKind] | None = None,
     calibration_samples: int = 0,
+    expected: Mapping[str, np.ndarray] | None = None,
 ) -> AccuracyFigures:
-    """Run both models on ``batches`` and compare every output, each by its kind."""
+    """Run both models on ``batches`` and compare every output, each by its kind.
+
+    ``expected``: the reference's outputs on ``batches`` (:func:`run_model`), when the caller
+    compares several candidates against one reference and runs it once."""
     if not batches:
         raise ValueError("no inputs to compare on")
     inferred = infer_output_kinds(onnx.load(str(reference), load_external_data=False), kinds)
-    ref, cand = _session(reference), _session(candidate)
-    names = [o.name for o in ref.get_outputs()]
-    expected: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    got: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    for batch in batches:
-        for name, value in zip(names, ref.run(names, _feeds(ref, batch)), strict=True):
-            expected[name].append(np.asarray(value, dtype=np.float64))
-        for name, value in zip(names, cand.run(names, _feeds(cand, batch)), strict=True):
-            got[name].append(np.asarray(value, dtype=np.float64))
+    expected = expected if expected is not None else run_model(reference, batches)
+    got = run_model(candidate, batches)
     outputs = tuple(
-        output_figures(name, *inferred[name], np.concatenate(expected[name]), np.concatenate(got[name]))
-        for name in names
+        output_figures(name, *inferred[name], expected[name], got[name]) for name in expected
     )
     return AccuracyFigures(outputs, calibration_samples=calibration_samples)
 

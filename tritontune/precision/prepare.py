@@ -24,7 +24,13 @@ from tritonclient.grpc import model_config_pb2
 from tritontune.config.model_config import ModelConfig
 from tritontune.errors import InputError
 from tritontune.measure.inputs import TensorSpec, read_input_data, synthesize_payloads
-from tritontune.precision.accuracy import AccuracyFigures, OutputKind, compare_models, judge
+from tritontune.precision.accuracy import (
+    AccuracyFigures,
+    OutputKind,
+    compare_models,
+    judge,
+    run_model,
+)
 from tritontune.precision.convert import FP32, ConversionError, build_variant, check_precision
 from tritontune.precision.recipe import Calibration, Precision, Recipe, candidates, model_family
 
@@ -270,13 +276,17 @@ def _first_accurate(
     started = time.monotonic()
     tried: list[str] = []
     last: PrecisionCheck | None = None
+    expected: dict | None = None  # FP32's outputs, run once for every candidate
     for recipe in recipes:
         calibration = data.calibration if precision == Precision.INT8_STATIC else ()
         try:
             path = build_variant(model_file, recipe, calibration=calibration, cache=cache)
+            if expected is None:
+                expected = run_model(Path(model_file), data.evaluation)
             figures = compare_models(
                 Path(model_file), path, data.evaluation, kinds=accuracy.output_kinds,
                 calibration_samples=data.calibration_samples if calibration else 0,
+                expected=expected,
             )  # fmt: skip
         except InputError:
             raise
