@@ -261,6 +261,15 @@ class SearchResult:
     def failed(self) -> list[TrialResult]:
         return self.study.failed
 
+    def troubles(self) -> list[str]:
+        """What went wrong, for keeping the server's log: failed trials, no config met the SLO."""
+        troubles = []
+        if self.failed:
+            troubles.append(f"{len(self.failed)} trial(s) failed")
+        if self.best is None:
+            troubles.append("no config met the SLO")
+        return troubles
+
     @property
     def best(self) -> TrialResult | None:
         return self.study.best
