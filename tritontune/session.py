@@ -341,6 +341,8 @@ class TuningSession:
             batch_size=self.workload.batch_size,
             settings=settings or self.settings,
             seed=self.workload.seed,
+            # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
+            metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
         )
         self.launcher.check_alive()
         if measurement.latency.count == 0 and measurement.error_count:

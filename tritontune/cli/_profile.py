@@ -43,6 +43,7 @@ from tritontune.cli._common import (
 )
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
+from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.workload import Workload
@@ -227,6 +228,11 @@ def profile(
             )
             if result.recipe:
                 console.print(f"recipe: {result.recipe}", highlight=False)
+        if any(m.gpu for m in result.measurements):
+            for m in result.measurements:
+                console.print(f"GPU at {m.load.label()}: {gpu_summary(m.gpu)}", highlight=False)
+        else:
+            console.print(NO_GPUS, highlight=False)
         if result.switch_s is not None:
             console.print(f"config switch (model reload): {result.switch_s:.2f} s", highlight=False)
         if json_out:
