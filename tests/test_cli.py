@@ -3,6 +3,7 @@
 import csv
 import importlib.metadata
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -150,3 +151,51 @@ def test_load_failure_shows_tritons_error_line(example_repository: Path):
     assert "model 'mlp' failed to load" in error[0]
     assert "invalid literal for int()" in error[0]
     assert "At:" not in result.output
+
+
+def test_server_args_tritontune_owns_are_one_line_errors(example_repository: Path):
+    for command in (["profile"], ["search", "--slo-p99", "50ms"]):
+        result = run_cli(
+            *command, "-r", str(example_repository), "-m", "mlp", "--server-arg", "--grpc-port=1"
+        )
+        assert result.exit_code == 2, result.output
+        assert "--server-arg --grpc-port=1: --grpc-port is set by tritontune" in result.output
+        assert "Traceback" not in result.output
+    result = run_cli("check", str(example_repository), "--server-arg=--metrics-port=1")
+    assert result.exit_code == 2 and "--metrics-port is set by tritontune" in result.output
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--launch", "remote",
+        "--url", "127.0.0.1:1", "--server-arg=--log-verbose=1",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--server-arg: the server at --url is not tritontune's to start" in result.output
+
+
+@pytest.mark.integration
+def test_server_args_reach_the_server_and_server_log_keeps_its_log(
+    example_repository: Path, tmp_path: Path
+):
+    log = tmp_path / "server.log"
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--concurrency", "1",
+        "--warmup", "0.2s", "--window", "0.2s", "--max-windows", "3",
+        "--server-arg=--log-verbose=1", "--server-arg", "--pinned-memory-pool-byte-size=0",
+        "--server-log", str(log),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"tritonserver log: {log} (--server-log)" in result.output
+    text = log.read_text()
+    assert "infer_handler.cc" in text  # per-request lines: only logged at --log-verbose=1
+    assert re.search(r"pinned_memory_pool_byte_size\s+\| 0\s", text)  # the server's own settings
+
+
+@pytest.mark.integration
+def test_a_failed_run_keeps_the_server_log_beside_its_results(example_repository: Path, tmp_path: Path):
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--concurrency", "1",
+        "--param", "intra_op_thread_count=many", "--json", str(tmp_path / "result.json"),
+    )  # fmt: skip
+    assert result.exit_code == 2
+    kept = tmp_path / "mlp-profile.tritonserver.log"
+    assert f"tritonserver log: {kept} (model 'mlp' failed to load" in " ".join(result.output.split())
+    assert "invalid literal for int()" in kept.read_text()

@@ -7,6 +7,7 @@ import yaml
 
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo, describe_host
+from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
 from tritontune.measure.loadgen import LoadMode
 from tritontune.record import (
     RECORD_FILE,
@@ -118,3 +119,15 @@ def test_check_holds_a_record_to_the_lowest_playoff_round():
     assert base.reference_throughput == 5000  # no playoff: the recorded figure
     ranged = replace(base, playoff={"throughput": {"median": 5000, "low": 4600, "high": 5300}})
     assert ranged.reference_throughput == 4600
+
+
+def test_the_operating_points_gpu_figures_are_kept_or_their_absence_said(tmp_path: Path):
+    gpus = (GpuFigures("GPU-1f7e2a9c", 6, 0.73, 5637144576.0, 85899345920.0, 245.31),)
+    point = RecordedPoint(throughput=1234.5, p50_ms=8.0, p99_ms=41.0, confirmed=True, gpu=gpus)
+    path = write_record(make_record(operating_point=point), tmp_path)
+    assert read_record(path).operating_point.gpu == gpus
+    assert yaml.safe_load(path.read_text())["operating_point"]["gpu"][0]["utilization_mean"] == 0.73
+    (tmp_path / "cpu").mkdir()
+    path = write_record(make_record(), tmp_path / "cpu")
+    assert yaml.safe_load(path.read_text())["operating_point"]["gpu"] == NO_GPUS
+    assert read_record(path).operating_point.gpu is None

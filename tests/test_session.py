@@ -21,9 +21,10 @@ pytestmark = pytest.mark.integration
 FAST = MeasureSettings(warmup_s=0.3, window_s=0.3, max_windows=4)
 
 
-def test_server_crash_is_survived_with_a_restart(example_repository: Path):
+def test_server_crash_is_survived_with_a_restart(example_repository: Path, tmp_path: Path):
     source = load_model_source(example_repository, "mlp")
-    with TuningSession(source, settings=FAST) as session:
+    kept = tmp_path / "mlp.tritonserver.log"
+    with TuningSession(source, settings=FAST, failure_log=kept) as session:
         session.load_variant(Variant(instance_count=1))
         os.kill(session.launcher.pid, signal.SIGSEGV)  # what the Python backend was seen to do
         time.sleep(0.5)
@@ -32,6 +33,9 @@ def test_server_crash_is_survived_with_a_restart(example_repository: Path):
         assert measurement.error_count == 0 and measurement.latency.count > 0
         # the restarted server runs the same config
         assert session.client.model_config("mlp").instance_group[0].count == 1
+    # the dead server's log and the new one's are kept, because the server died
+    assert session.kept_log == kept and session.kept_log_reason == "the server was restarted 1x"
+    assert kept.read_text().count("Started GRPCInferenceService") == 2
 
 
 def test_invalid_variants_never_reach_the_server(example_repository: Path):

@@ -27,6 +27,7 @@ from tritontune.config.repository import ModelSource, file_sha256, load_model_so
 from tritontune.config.variant import Precision, variant_filename
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.measure.gpu_metrics import combine
 from tritontune.measure.loadgen import LoadMode
 from tritontune.precision.convert import ConversionError, build_variant
 from tritontune.precision.prepare import precision_data
@@ -276,6 +277,7 @@ def _record_for(
             throughput_spread=point.throughput_deviation,
             p99_spread=point.p99_deviation,
             avg_batch_size=point.avg_batch_size,
+            gpu=combine(lv.gpu for lv in point.levels if lv.load == point.load),
             confirmed=pick.confirmed,
         ),
         knobs=pick.result.knobs,

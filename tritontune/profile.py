@@ -14,6 +14,7 @@ from tritontune import __version__
 from tritontune.config.model_config import config_to_text
 from tritontune.config.variant import FP32, Variant, describe_config
 from tritontune.errors import InputError
+from tritontune.measure.gpu_metrics import NO_GPUS
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement
 from tritontune.precision.prepare import AccuracySettings
@@ -52,6 +53,8 @@ class ProfileResult:
             "config_pbtxt": self.config_text,
             "config_switch_s": self.switch_s,
             "server_restarts": self.restarts,
+            # Each level's "gpu" holds its per-GPU figures; without any, the reason in words.
+            "gpu_metrics": None if any(m.gpu for m in self.measurements) else NO_GPUS,
             "accuracy": self.accuracy,
             "recipe": self.recipe,
             "levels": [m.to_dict() for m in self.measurements],

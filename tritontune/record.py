@@ -22,6 +22,7 @@ import yaml
 from tritontune import __version__
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures, gpu_from_list, gpu_to_list
 from tritontune.measure.loadgen import Arrival, LoadMode, LoadSpec
 from tritontune.yamlfile import read_yaml
 
@@ -77,6 +78,26 @@ _SCHEMA: dict[str, Any] = {
                 "p99_ms": _NUMBER,
                 "p99_spread": _NUMBER,
                 "avg_batch_size": {"type": ["number", "null"]},
+                "gpu": {
+                    "oneOf": [
+                        {"type": "string"},
+                        {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["gpu_uuid"],
+                                "properties": {
+                                    "gpu_uuid": {"type": "string"},
+                                    "samples": {"type": "integer"},
+                                    "utilization_mean": {"type": ["number", "null"]},
+                                    "memory_used_max_bytes": {"type": ["number", "null"]},
+                                    "memory_total_bytes": {"type": ["number", "null"]},
+                                    "power_mean_w": {"type": ["number", "null"]},
+                                },
+                            },
+                        },
+                    ]
+                },
             },
         },
         "baseline": {"type": ["object", "null"]},
@@ -135,6 +156,9 @@ class RecordedPoint:
     """Largest relative distance of a window's throughput from their mean."""
     p99_spread: float = 0.0
     avg_batch_size: float | None = None
+    gpu: tuple[GpuFigures, ...] | None = None
+    """Per-GPU figures at the operating load (mean utilization, max memory, mean power, over
+    the playoff's rounds there); None: no GPU metrics (the record says so in words)."""
     confirmed: bool = False
     """True when re-measured and held: the playoff's medians at a load that held there (records
     written before the playoff: re-measured with longer windows, every window under the SLO)."""
@@ -207,6 +231,7 @@ class TuningRecord:
                 "avg_batch_size": None
                 if point.avg_batch_size is None
                 else round(point.avg_batch_size, 3),
+                "gpu": gpu_to_list(point.gpu) if point.gpu else NO_GPUS,
             },
             "baseline": self.baseline,
             "playoff": self.playoff,
@@ -245,6 +270,7 @@ class TuningRecord:
                 throughput_spread=float(point.get("throughput_spread", 0.0)),
                 p99_spread=float(point.get("p99_spread", 0.0)),
                 avg_batch_size=point.get("avg_batch_size"),
+                gpu=gpu_from_list(point["gpu"]) if isinstance(point.get("gpu"), list) else None,
                 confirmed=bool(point.get("confirmed", False)),
             ),
             knobs=dict(data["knobs"]),

@@ -95,6 +95,7 @@ class TuningSession:
         workload: Workload | None = None,
         settings: MeasureSettings | None = None,
         work_dir: Path | None = None,
+        failure_log: Path | None = None,
     ) -> None:
         self.source = source
         self.workload = workload or Workload()
@@ -102,9 +103,17 @@ class TuningSession:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tritontune-"))
         self.repository = WorkingRepository(self.work_dir / "repository")
-        self.log_path = self.work_dir / "tritonserver.log"
+        launch = launch or LaunchSettings()
+        self.log_path = launch.server_log or self.work_dir / "tritonserver.log"
+        """The server's log: ``--server-log``'s file (kept), else one in the working files."""
+        self.failure_log = failure_log
+        """Where the log is copied when something failed (:meth:`keep_log_because`)."""
+        self.kept_log: Path | None = launch.server_log
+        """Where the log is once the session closed (None: removed with the working files)."""
+        self.kept_log_reason = "--server-log" if launch.server_log else ""
+        self._log_reasons: list[str] = []
         self.launcher = make_launcher(
-            launch or LaunchSettings(),
+            launch,
             self.repository.root,
             log_path=self.log_path,
             mounts=self._linked_directories,
@@ -155,7 +164,8 @@ class TuningSession:
     def __enter__(self) -> TuningSession:
         try:
             self._start()
-        except BaseException:
+        except BaseException as err:
+            self.keep_log_because(_failure_reason(err))
             self.close(keep_files=False)
             raise
         return self
@@ -167,6 +177,8 @@ class TuningSession:
         tb: TracebackType | None,
     ) -> None:
         failed = exc is not None and not isinstance(exc, KeyboardInterrupt)
+        if exc is not None:
+            self.keep_log_because(_failure_reason(exc))
         self.close(keep_files=failed)
 
     def _start(self) -> None:
@@ -180,8 +192,15 @@ class TuningSession:
         if not self.launcher.owns_server:
             self._was_loaded_remotely = self.client.is_model_ready(self.name)
 
+    def keep_log_because(self, reason: str) -> None:
+        """Keep the server's log past :meth:`close` (copied to ``failure_log``): something failed,
+        and the log is where its cause is. A restart of a dead server counts by itself."""
+        if reason not in self._log_reasons:
+            self._log_reasons.append(reason)
+
     def close(self, keep_files: bool = False) -> None:
-        """Stop the server, leave a remote one as found, and remove the working files."""
+        """Stop the server, leave a remote one as found, keep the log when something failed,
+        and remove the working files."""
         try:
             if self.client is not None and not self.launcher.owns_server:
                 self._restore_remote()
@@ -190,8 +209,26 @@ class TuningSession:
                 self.client.close()
                 self.client = None
             self.launcher.stop()
+            self._keep_log()
             if self._own_work_dir and not keep_files:
                 shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _keep_log(self) -> None:
+        reasons = list(self._log_reasons)
+        if self.restarts:
+            reasons.insert(0, f"the server was restarted {self.restarts}x")
+        if not reasons or not self.launcher.owns_server:
+            return
+        if self.kept_log is not None:  # --server-log: it is already where the user wants it
+            self.kept_log_reason = "; ".join(reasons)
+            return
+        if self.failure_log is None or not self.log_path.is_file():
+            return
+        self.failure_log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "rb") as source, open(self.failure_log, "ab") as kept:
+            shutil.copyfileobj(source, kept)  # appended: an earlier failed run's log stays
+        self.kept_log = self.failure_log
+        self.kept_log_reason = "; ".join(reasons)
 
     def _restore_remote(self) -> None:
         assert self.client is not None
@@ -304,6 +341,8 @@ class TuningSession:
             batch_size=self.workload.batch_size,
             settings=settings or self.settings,
             seed=self.workload.seed,
+            # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
+            metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
         )
         self.launcher.check_alive()
         if measurement.latency.count == 0 and measurement.error_count:
@@ -327,6 +366,17 @@ class TuningSession:
                     raise
                 self.restart()
         raise AssertionError("unreachable")
+
+
+def _failure_reason(err: BaseException) -> str:
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted"
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def failure_log_path(beside: Path, name: str) -> Path:
+    """``<dir of beside>/<name>.tritonserver.log``: where a failed run's server log is kept."""
+    return beside.parent / f"{name}.tritonserver.log"
 
 
 def open_session(model_repository: Path, model: str, **options: Any) -> TuningSession:

@@ -1,5 +1,6 @@
 """Load generation and measurement against the real server and the example model."""
 
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -7,11 +8,12 @@ import pytest
 from tests.measure.test_interference import burner
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
+from tritontune.measure.gpu_metrics import parse_gpu_metrics
 from tritontune.measure.interference import OTHER_CORES_LIMIT
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.stats import spread
-from tritontune.session import TuningSession
+from tritontune.session import TuningSession, open_session
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +97,20 @@ def test_windows_disturbed_by_another_process_are_flagged_and_remeasured(session
     if m.interference.windows > FAST.max_windows:  # re-measured beyond the usual cap
         assert m.interference.disturbed_windows >= m.interference.windows - FAST.max_windows
     assert m.to_dict()["interference"]["disturbed_windows"] == m.interference.disturbed_windows
+
+
+def test_a_cpu_only_servers_metrics_have_no_gpus(example_repository: Path):
+    """The real local server publishes metrics but no GPU gauges: said, never zeros."""
+    with open_session(example_repository, "mlp") as session:
+        metrics_url = session.info.metrics_url
+        assert metrics_url is not None
+        with urllib.request.urlopen(metrics_url, timeout=5) as reply:
+            text = reply.read().decode()
+        assert "nv_" in text  # a real metrics text, read through the same parser
+        assert parse_gpu_metrics(text) == ()
+        assert session.info.capabilities.gpu_count == 0
+        session.load_variant(Variant())
+        measurement = session.measure(
+            LoadSpec.concurrency(1), MeasureSettings(warmup_s=0.2, window_s=0.2, max_windows=3)
+        )
+        assert measurement.gpu is None and measurement.to_dict()["gpu"] is None

@@ -45,6 +45,8 @@ class CheckSettings:
     max_rounds: int = 5
     measure: MeasureSettings = CHECK_MEASURE
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    failure_log_dir: Path | None = None
+    """Where a model's server log is kept (``check-MODEL.tritonserver.log``) when it failed."""
 
 
 @dataclass
@@ -64,6 +66,9 @@ class ModelCheck:
     knobs: dict = field(default_factory=dict)
     """The knobs of the config as loaded (:func:`describe_config`); empty when it did not load."""
     duration_s: float = 0.0
+    server_log: Path | None = None
+    """Where the server's log was kept (``--server-log``, or because the model failed)."""
+    server_log_reason: str = ""
 
     @property
     def passed(self) -> bool:
@@ -227,25 +232,47 @@ def _check_on_server(
         launch=settings.launch,
         workload=workload,
         settings=settings.measure,
+        failure_log=settings.failure_log_dir / f"check-{model.name}.tritonserver.log"
+        if settings.failure_log_dir is not None
+        else None,
     )
-    with session:
-        report.server_version = session.info.version
-        if record is not None and record.triton_version != session.info.version:
-            check.warnings.append(
-                f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
-            )
-        try:
-            check.knobs = describe_config(session.load_variant(Variant()))  # config.pbtxt as exported
-        except TritonTuneError as err:
-            check.problems.append(str(err))
-            return
-        if record is None:
-            return
-        load = record.load.spec()
-        try:
-            _measure_rounds(session, load, record, check, settings, on_round)
-        except (ServerDiedError, TritonTuneError) as err:
-            check.problems.append(f"measuring at {load.label()}: {err}")
+    try:
+        with session:
+            try:
+                _check_loaded(session, check, report, record, settings, on_round)
+            finally:
+                if not check.passed:
+                    session.keep_log_because(f"the check of {model.name} failed")
+    finally:
+        check.server_log = session.kept_log
+        check.server_log_reason = session.kept_log_reason
+
+
+def _check_loaded(
+    session: TuningSession,
+    check: ModelCheck,
+    report: CheckReport,
+    record: TuningRecord | None,
+    settings: CheckSettings,
+    on_round: Callable[[str, int, Measurement], None] | None,
+) -> None:
+    report.server_version = session.info.version
+    if record is not None and record.triton_version != session.info.version:
+        check.warnings.append(
+            f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
+        )
+    try:
+        check.knobs = describe_config(session.load_variant(Variant()))  # config.pbtxt as exported
+    except TritonTuneError as err:
+        check.problems.append(str(err))
+        return
+    if record is None:
+        return
+    load = record.load.spec()
+    try:
+        _measure_rounds(session, load, record, check, settings, on_round)
+    except (ServerDiedError, TritonTuneError) as err:
+        check.problems.append(f"measuring at {load.label()}: {err}")
 
 
 #: A model just loaded runs slow at first (onnxruntime's arena, thread pools, caches): the first

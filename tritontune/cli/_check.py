@@ -17,6 +17,8 @@ from tritontune.cli._common import (
     GpusOption,
     ImageOption,
     LaunchOption,
+    ServerArgOption,
+    ServerLogOption,
     ShmSizeOption,
     TritonserverOption,
     UrlOption,
@@ -25,6 +27,7 @@ from tritontune.cli._common import (
     err_console,
     launch_settings,
     ms,
+    print_kept_log,
     progress_bar,
     user_errors,
 )
@@ -55,6 +58,8 @@ def check(
     shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
+    server_arg: ServerArgOption = None,
+    server_log: ServerLogOption = None,
 ) -> None:
     """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
     with user_errors():
@@ -63,10 +68,17 @@ def check(
             min_rounds=rounds,
             max_rounds=rounds + 2,
             measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
-            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
+            launch=launch_settings(
+                launch, url, image, gpus, shm_size, tritonserver, server_arg, server_log
+            ),
+            failure_log_dir=(junit or Path("junit.xml")).parent,
         )
         report = _check_with_progress(repository, settings)
         _print_report(report)
+        for model in report.models:
+            print_kept_log(
+                model.server_log, model.server_log_reason, what=f"{model.name}: tritonserver log"
+            )
         if junit:
             write_junit(report, junit)
             console.print(f"JUnit XML: {junit}", highlight=False)

@@ -138,6 +138,22 @@ StorageOption = Annotated[
 TritonserverOption = Annotated[
     Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
 ]
+ServerArgOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--server-arg",
+        help="A flag for the tritonserver tritontune launches, e.g. --server-arg=--log-verbose=1 "
+        "(repeatable; not with --url; flags tritontune sets itself are refused).",
+    ),
+]
+ServerLogOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--server-log",
+        help="Write the launched server's log here and keep it (appended). Without it the log "
+        "is kept only when something failed.",
+    ),
+]
 CsvOption = Annotated[
     Path | None,
     typer.Option(
@@ -217,6 +233,8 @@ def launch_settings(
     gpus: str | None,
     shm_size: str,
     tritonserver: Path | None,
+    server_args: list[str] | None = None,
+    server_log: Path | None = None,
 ) -> LaunchSettings:
     """The launch options every server command shares, as one :class:`LaunchSettings`."""
     return LaunchSettings(
@@ -224,7 +242,25 @@ def launch_settings(
         url=url,
         tritonserver=tritonserver,
         docker=DockerSettings(image=image, gpus=gpus, shm_size=shm_size),
+        server_args=tuple(server_args or ()),
+        server_log=server_log,
     )
+
+
+@contextmanager
+def kept_log_said(session: TuningSession) -> Iterator[TuningSession]:
+    """``with session``, then say where its server log was kept, also when the block failed."""
+    try:
+        with session:
+            yield session
+    finally:
+        print_kept_log(session.kept_log, session.kept_log_reason)
+
+
+def print_kept_log(path: Path | None, reason: str, *, what: str = "tritonserver log") -> None:
+    """Say where the server's log was kept, and why (``--server-log`` or what failed)."""
+    if path is not None:
+        err_console.print(f"{what}: {path} ({reason})", highlight=False, soft_wrap=True)
 
 
 def print_server(session: TuningSession) -> None:

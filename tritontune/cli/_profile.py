@@ -24,6 +24,8 @@ from tritontune.cli._common import (
     LaunchOption,
     ModelOption,
     RepositoryOption,
+    ServerArgOption,
+    ServerLogOption,
     ShmSizeOption,
     TritonserverOption,
     UrlOption,
@@ -32,6 +34,7 @@ from tritontune.cli._common import (
     app,
     console,
     err_console,
+    kept_log_said,
     launch_settings,
     ms,
     print_server,
@@ -40,6 +43,7 @@ from tritontune.cli._common import (
 )
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
+from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.workload import Workload
@@ -48,7 +52,7 @@ from tritontune.precision.prepare import AccuracySettings
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.session import TuningSession, open_session
+from tritontune.session import TuningSession, failure_log_path, open_session
 from tritontune.units import (
     parse_duration,
     parse_int_list,
@@ -159,6 +163,8 @@ def profile(
     shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
+    server_arg: ServerArgOption = None,
+    server_log: ServerLogOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
     csv_out: CsvOption = None,
 ) -> None:
@@ -193,11 +199,14 @@ def profile(
         session = open_session(
             model_repository,
             model,
-            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
+            launch=launch_settings(
+                launch, url, image, gpus, shm_size, tritonserver, server_arg, server_log
+            ),
             workload=workload,
             settings=settings,
+            failure_log=failure_log_path(json_out or Path("profile.json"), f"{model}-profile"),
         )
-        with session:
+        with kept_log_said(session):
             print_server(session)
             result = _profile_with_progress(session, variant, loads, precision_checks)
         console.print(_levels_table(result))
@@ -215,6 +224,11 @@ def profile(
             )
             if result.recipe:
                 console.print(f"recipe: {result.recipe}", highlight=False)
+        if any(m.gpu for m in result.measurements):
+            for m in result.measurements:
+                console.print(f"GPU at {m.load.label()}: {gpu_summary(m.gpu)}", highlight=False)
+        else:
+            console.print(NO_GPUS, highlight=False)
         if result.switch_s is not None:
             console.print(f"config switch (model reload): {result.switch_s:.2f} s", highlight=False)
         if json_out:

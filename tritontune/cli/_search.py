@@ -26,6 +26,8 @@ from tritontune.cli._common import (
     LaunchOption,
     ModelOption,
     RepositoryOption,
+    ServerArgOption,
+    ServerLogOption,
     ShmSizeOption,
     StorageOption,
     TritonserverOption,
@@ -36,6 +38,7 @@ from tritontune.cli._common import (
     console,
     err_console,
     interval_text,
+    kept_log_said,
     launch_settings,
     ms,
     print_server,
@@ -72,7 +75,7 @@ from tritontune.search.playoff import (
 from tritontune.search.space import SearchSpace, space_file_output_kinds
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.session import TuningSession, open_session
+from tritontune.session import TuningSession, failure_log_path, open_session
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -144,6 +147,8 @@ def search(
     shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
+    server_arg: ServerArgOption = None,
+    server_log: ServerLogOption = None,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors():
@@ -177,14 +182,19 @@ def search(
             ),
             playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
         )
+        study_name = settings.study_name_for(model)
+        out = results or Path(f"{study_name}.results.json")
         session = open_session(
             model_repository,
             model,
-            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
+            launch=launch_settings(
+                launch, url, image, gpus, shm_size, tritonserver, server_arg, server_log
+            ),
             workload=Workload(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,
+            failure_log=failure_log_path(out, study_name),
         )
-        with session:
+        with kept_log_said(session):
             print_server(session)
             tuning_space = space_for_session(session, slo, space)
             err_console.print(
@@ -201,8 +211,9 @@ def search(
                     highlight=False,
                 )
                 raise
+            for reason in outcome.troubles():
+                session.keep_log_because(reason)
         _print_search_result(outcome)
-        out = results or Path(f"{outcome.study_name}.results.json")
         out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
         console.print(f"results: {out}", highlight=False)
         if csv_out:

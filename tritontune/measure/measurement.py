@@ -26,6 +26,13 @@ import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2
 
+from tritontune.measure.gpu_metrics import (
+    GpuFigures,
+    GpuReading,
+    gpu_to_list,
+    scrape_gpu_metrics,
+    summarize,
+)
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
 from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadSpec, RequestLog, Stub
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
@@ -110,6 +117,9 @@ class Measurement:
     """The first server message of each error kind."""
     interference: Interference | None = None
     """What else the machine did meanwhile (None when not looked at)."""
+    gpu: tuple[GpuFigures, ...] | None = None
+    """Per-GPU figures over the reported windows (:mod:`gpu_metrics`); None: the server has no
+    GPUs (its metrics were not read)."""
 
     @property
     def error_count(self) -> int:
@@ -147,6 +157,7 @@ class Measurement:
             if self.send_lag_p99_s is None
             else round(self.send_lag_p99_s * 1e3, 4),
             "interference": self.interference.to_dict() if self.interference else None,
+            "gpu": gpu_to_list(self.gpu),
         }
 
 
@@ -166,11 +177,17 @@ def measure_load(
     batch_size: int = 1,
     settings: MeasureSettings | None = None,
     seed: int | None = None,
+    metrics_url: str | None = None,
 ) -> Measurement:
-    """Measure ``model`` at one load level (blocking; runs its own event loop)."""
+    """Measure ``model`` at one load level (blocking; runs its own event loop).
+
+    With ``metrics_url`` (a server with GPUs), Triton's GPU gauges are scraped at every window
+    edge and summarized over the reported windows."""
     settings = settings or MeasureSettings()
     with _no_gc_pauses():
-        return asyncio.run(_measure(grpc_url, model, requests, load, batch_size, settings, seed))
+        return asyncio.run(
+            _measure(grpc_url, model, requests, load, batch_size, settings, seed, metrics_url)
+        )
 
 
 @contextlib.contextmanager
@@ -203,6 +220,7 @@ async def _measure(
     batch_size: int,
     settings: MeasureSettings,
     seed: int | None,
+    metrics_url: str | None = None,
 ) -> Measurement:
     generator = LoadGenerator(
         grpc_url,
@@ -214,6 +232,7 @@ async def _measure(
     edges: list[_Edge] = []
     windows: list[WindowSummary] = []
     loads: list[WindowLoad] = []
+    gpu_scrapes: list[tuple[float, tuple[GpuReading, ...]]] = []
     started = time.perf_counter()
     loop_thread = threading.get_native_id()  # the load generator's thread
 
@@ -224,6 +243,14 @@ async def _measure(
             return None
         return snapshot_from_statistics(reply)
 
+    async def scrape_gpus() -> None:
+        # In a worker thread: a GET and a parse, off the event loop that sends the requests.
+        if metrics_url is not None:
+            at = time.perf_counter()
+            readings = await asyncio.to_thread(scrape_gpu_metrics, metrics_url)
+            if readings is not None:
+                gpu_scrapes.append((at, readings))
+
     async def controller(log: RequestLog, stub: Stub) -> None:
         deadline = started + settings.time_cap()
         await asyncio.sleep(settings.warmup_s)
@@ -231,6 +258,7 @@ async def _measure(
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
         edges.append(_Edge(time.perf_counter(), len(log), await snapshot(stub)))
+        await scrape_gpus()
         while True:
             first = edges[-1]
             while True:
@@ -247,6 +275,7 @@ async def _measure(
             edge.stats = await snapshot(stub)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
+            await scrape_gpus()
             if probe is not None:
                 loads.append(await asyncio.to_thread(probe.sample))
             if windows[-1].completed == 0 and len(log) > first.index:
@@ -270,6 +299,10 @@ async def _measure(
     if loads:
         interference = Interference.of(loads, loads[-chosen:])
         result = dataclasses.replace(result, interference=interference)
+    if metrics_url is not None:
+        # The scrapes from the reported windows' first edge on (each follows its edge closely).
+        chosen_scrapes = [readings for at, readings in gpu_scrapes if at >= first.at]
+        result = dataclasses.replace(result, gpu=summarize(chosen_scrapes) or None)
     return result
 
 

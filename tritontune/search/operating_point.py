@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tritontune.measure.gpu_metrics import GpuFigures, gpu_from_list, gpu_to_list
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import MAX_ERROR_RATE, Measurement
 
@@ -42,6 +43,8 @@ class LevelResult:
     """Replies counted at this level (successful and failed), for error rates."""
     disturbance: str | None = None
     """What the interference check said of this level's measurement (None: nothing to say)."""
+    gpu: tuple[GpuFigures, ...] | None = None
+    """Per-GPU figures of the level (None: the server reports no GPUs)."""
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +59,7 @@ class LevelResult:
             "stable": self.stable,
             "meets_slo": self.meets_slo,
             "disturbance": self.disturbance,
+            "gpu": gpu_to_list(self.gpu),
         }
 
 
@@ -114,6 +118,7 @@ class OperatingPoint:
                 mean_s=lv["mean_ms"] / 1e3 if lv.get("mean_ms") is not None else None,
                 requests=lv.get("requests", 0),
                 disturbance=lv.get("disturbance"),
+                gpu=gpu_from_list(lv.get("gpu")),
             )
             for lv in data.get("levels", [])
         ]
@@ -235,6 +240,7 @@ def _point(
             mean_s=m.latency.mean if m.latency.count else None,
             requests=m.latency.count + m.error_count,
             disturbance=m.interference.describe() if m.interference else None,
+            gpu=m.gpu,
         )
         for load, m in sorted(measured.items())
     ]

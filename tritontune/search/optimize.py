@@ -44,6 +44,7 @@ from tritontune.config.model_config import ModelConfig, config_to_text
 from tritontune.config.variant import Precision, Variant, describe_config
 from tritontune.errors import ConfigError, InputError, ServerDiedError, ServerError
 from tritontune.hostinfo import HostInfo, WorkerId, describe_host, this_worker
+from tritontune.measure.gpu_metrics import NO_GPUS
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
@@ -261,6 +262,19 @@ class SearchResult:
     def failed(self) -> list[TrialResult]:
         return self.study.failed
 
+    def _has_gpu_figures(self) -> bool:
+        points = [self.baseline] + [r.operating_point for r in self.results]
+        return any(lv.gpu for p in points if p is not None for lv in p.levels)
+
+    def troubles(self) -> list[str]:
+        """What went wrong, for keeping the server's log: failed trials, no config met the SLO."""
+        troubles = []
+        if self.failed:
+            troubles.append(f"{len(self.failed)} trial(s) failed")
+        if self.best is None:
+            troubles.append("no config met the SLO")
+        return troubles
+
     @property
     def best(self) -> TrialResult | None:
         return self.study.best
@@ -312,6 +326,8 @@ class SearchResult:
             "storage": self.storage,
             "slo_p99_ms": self.slo_p99_s * 1e3,
             "load_mode": self.load_mode.value,
+            # Each measured level's "gpu" holds its per-GPU figures; without any, the reason.
+            "gpu_metrics": None if self._has_gpu_figures() else NO_GPUS,
             "space": self.study.space,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best": best,

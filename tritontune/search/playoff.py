@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from tritontune.config.variant import Variant
 from tritontune.errors import ServerDiedError
+from tritontune.measure.gpu_metrics import GpuFigures, gpu_from_list, gpu_to_list
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.search.operating_point import LevelResult, OperatingPoint, meets_slo
@@ -104,6 +105,8 @@ class RoundFigure:
     """What the interference check said of this measurement (None: nothing to say)."""
     disturbed: bool = False
     """Its reported windows were taken while the machine was disturbed."""
+    gpu: tuple[GpuFigures, ...] | None = None
+    """Per-GPU figures of the round (None: the server reports no GPUs)."""
 
     @classmethod
     def of(cls, m: Measurement, slo_p99_s: float) -> RoundFigure:
@@ -120,6 +123,7 @@ class RoundFigure:
             avg_batch_size=m.server.avg_batch_size if m.server else None,
             disturbance=interference.describe() if interference else None,
             disturbed=bool(interference and interference.result_disturbed),
+            gpu=m.gpu,
         )
 
     def to_dict(self) -> dict:
@@ -135,6 +139,7 @@ class RoundFigure:
             "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
             "disturbance": self.disturbance,
             "disturbed": self.disturbed,
+            "gpu": gpu_to_list(self.gpu),
         }
 
     @classmethod
@@ -151,6 +156,7 @@ class RoundFigure:
             avg_batch_size=data.get("avg_batch_size"),
             disturbance=data.get("disturbance"),
             disturbed=bool(data.get("disturbed", False)),
+            gpu=gpu_from_list(data.get("gpu")),
         )
 
 
@@ -224,6 +230,7 @@ class PlayoffEntry:
                     mean_s=r.mean_s,
                     requests=r.requests,
                     disturbance=r.disturbance,
+                    gpu=r.gpu,
                 )
                 for r in rounds
             ],

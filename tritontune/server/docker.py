@@ -110,8 +110,11 @@ class DockerTritonLauncher(TritonLauncher):
         *,
         mounts: tuple[Path, ...] = (),
         log_path: Path | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.model_repository = Path(model_repository).resolve()
+        self.extra_args = tuple(extra_args)
+        """Flags for tritonserver inside the container, after tritontune's own."""
         self.settings = settings or DockerSettings()
         self.mounts = tuple(Path(m).resolve() for m in mounts)
         self.log_path = Path(log_path) if log_path else None
@@ -176,6 +179,7 @@ class DockerTritonLauncher(TritonLauncher):
         ]
         if settings.response_cache_bytes > 0:
             command.append(f"--cache-config=local,size={settings.response_cache_bytes}")
+        command.extend(self.extra_args)
         volumes = {
             str(path): {"bind": str(path), "mode": "ro"}
             for path in (self.model_repository, *self.mounts)
@@ -249,7 +253,10 @@ class DockerTritonLauncher(TritonLauncher):
         if container is not None:
             with contextlib.suppress(Exception):
                 if self.log_path is not None:
-                    self.log_path.write_bytes(container.logs())
+                    # Appended: a restarted container's log follows the dead one's, none is lost.
+                    self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                    with open(self.log_path, "ab") as log:
+                        log.write(container.logs())
             with contextlib.suppress(Exception):
                 container.remove(force=True)
         stop_reaper(self._reaper)
