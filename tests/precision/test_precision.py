@@ -163,3 +163,30 @@ def test_calibration_data_of_its_own_and_one_that_does_not_fit(source, tmp_path)
     static = found["int8_static"]
     assert not static.accepted and static.reason.startswith("calibration data: ")
     assert "has no value for input 'INPUT'" in static.reason
+
+
+def test_pre_processing_leaves_nothing_in_the_working_directory(source, tmp_path, monkeypatch):
+    """onnxruntime's symbolic shape inference writes a debug model into the working directory when
+    it fails; tritontune runs it elsewhere, then falls back to ONNX's shape inference."""
+    import onnxruntime.quantization.shape_inference as shape_inference
+
+    from tritontune.precision.convert import preprocessed
+
+    real = shape_inference.quant_pre_process
+    calls = []
+
+    def failing_symbolic(model, out, **options):
+        calls.append(options)
+        if not options.get("skip_symbolic_shape"):
+            Path("sym_shape_infer_temp.onnx").write_bytes(b"debug model")  # what onnxruntime does
+            raise RuntimeError("Incomplete symbolic shape inference")
+        return real(model, out, **options)
+
+    monkeypatch.setattr(shape_inference, "quant_pre_process", failing_symbolic)
+    user_dir = tmp_path / "user"
+    user_dir.mkdir()
+    monkeypatch.chdir(user_dir)
+    result = preprocessed(source.model_file, tmp_path)
+    assert result.is_file() and [c.get("skip_symbolic_shape", False) for c in calls] == [False, True]
+    assert list(user_dir.iterdir()) == []
+    assert Path.cwd() == user_dir

@@ -179,18 +179,29 @@ def preprocessed(model: Path, folder: Path) -> Path:
     target = folder / f"{file_sha256(model)[:32]}.{onnxruntime.__version__}.pre.onnx"
     if target.is_file():
         return target
-    handle, scratch = tempfile.mkstemp(suffix=".onnx", dir=folder, prefix=".building-")
-    os.close(handle)
-    try:
-        try:
-            quant_pre_process(str(model), scratch, auto_merge=True)
-        except Exception as err:
-            _LOG.debug("symbolic shape inference failed (%s); using ONNX's", _one_line(err))
-            quant_pre_process(str(model), scratch, skip_symbolic_shape=True)
+    source = Path(model).resolve()
+    # onnxruntime's symbolic shape inference leaves a debug model (and its weights) in the working
+    # directory when it can't finish: run it in a scratch directory, never the user's.
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".pre-") as scratch_dir:
+        scratch = Path(scratch_dir) / "model.onnx"
+        with _working_directory(Path(scratch_dir)):
+            try:
+                quant_pre_process(str(source), str(scratch), auto_merge=True)
+            except Exception as err:
+                _LOG.debug("symbolic shape inference failed (%s); using ONNX's", _one_line(err))
+                quant_pre_process(str(source), str(scratch), skip_symbolic_shape=True)
         os.replace(scratch, target)
-    finally:
-        Path(scratch).unlink(missing_ok=True)
     return target
+
+
+@contextlib.contextmanager
+def _working_directory(path: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def _convert(model: Path, out: Path, recipe: Recipe, calibration: Sequence[Batch], folder: Path) -> None:
