@@ -199,3 +199,37 @@ def test_a_config_files_space_mapping_is_read_like_a_space_file():
     bad = SpaceSource("tritontune.yaml: search.space", inline={"max_queue_delay": [500]})
     with pytest.raises(InputError, match=r"^tritontune.yaml: search.space: max_queue_delay: 500 has no"):
         apply_space(bad, SearchSpace({}))
+
+
+def test_the_dashboard_shows_each_knobs_real_value():
+    """optuna-dashboard shows a trial's params and user attributes: an ordered dimension's param
+    is the sampler's float, so each knob's snapped value is kept as ``value:KNOB`` beside it."""
+    from tritontune.search.study import save_point
+
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((4, 8, 16, 32, 64)),
+            "dynamic_batching": Choice((True,)),
+            "max_queue_delay": Choice((100, 500, 2000, 8000)),
+            "instance_count": IntRange(1, 4),
+        }
+    )
+    study = optuna.create_study(
+        storage=optuna.storages.InMemoryStorage(), sampler=optuna.samplers.TPESampler(seed=1)
+    )
+    for _ in range(12):
+        trial = study.ask()
+        point = space.suggest(trial)
+        save_point(trial, point)
+        study.tell(trial, float(point["max_batch_size"]))
+    for frozen in study.trials:
+        attrs = frozen.user_attrs
+        assert attrs["value:max_batch_size"] in (4, 8, 16, 32, 64)
+        assert attrs["value:max_queue_delay_us"] in (100, 500, 2000, 8000)
+        assert attrs["value:dynamic_batching"] is True
+        assert attrs["value:instance_count"] == frozen.params["instance_count"]
+        assert attrs["value:max_batch_size"] == attrs["point"]["max_batch_size"]
+    # The sampler keeps its ordered (log-scaled float) coordinate: TPE still learns neighbours.
+    assert isinstance(
+        study.trials[0].distributions["max_batch_size"], optuna.distributions.FloatDistribution
+    )
