@@ -6,7 +6,18 @@ import pytest
 from tritontune.config.model_config import read_config
 from tritontune.config.validate import TargetCapabilities
 from tritontune.errors import InputError
-from tritontune.search.space import Choice, IntRange, SearchSpace, default_space, load_space_file
+from tritontune.search.space import (
+    Choice,
+    IntRange,
+    SearchSpace,
+    SpaceSource,
+    apply_space,
+    default_space,
+)
+
+
+def load_space_file(path: Path, defaults: SearchSpace) -> SearchSpace:
+    return apply_space(SpaceSource.file(path), defaults)
 
 
 @pytest.fixture
@@ -167,15 +178,58 @@ def test_a_space_file_may_declare_output_kinds(tmp_path: Path):
 
     path = tmp_path / "space.yaml"
     path.write_text("precision: [fp32, int8_dynamic]\naccuracy_kind: {sentence_embedding: embedding}\n")
-    assert space_file_output_kinds(path) == {"sentence_embedding": OutputKind.EMBEDDING}
+    kinds = space_file_output_kinds(SpaceSource.file(path))
+    assert kinds == {"sentence_embedding": OutputKind.EMBEDDING}
     assert load_space_file(path, SearchSpace({})).dimensions == {
         "precision": Choice(("fp32", "int8_dynamic"))
     }
     path.write_text("accuracy_kind: classifier\n")
-    assert space_file_output_kinds(path) == {"*": OutputKind.CLASSIFIER}
+    assert space_file_output_kinds(SpaceSource.file(path)) == {"*": OutputKind.CLASSIFIER}
     path.write_text("accuracy_kind: [embedding]\n")
     with pytest.raises(InputError, match="accuracy_kind: expected a kind"):
-        space_file_output_kinds(path)
+        space_file_output_kinds(SpaceSource.file(path))
     path.write_text("accuracy_kind: vector\n")
     with pytest.raises(InputError, match="accuracy_kind: 'vector' is not an output kind"):
-        space_file_output_kinds(path)
+        space_file_output_kinds(SpaceSource.file(path))
+
+
+def test_a_config_files_space_mapping_is_read_like_a_space_file():
+    source = SpaceSource("tritontune.yaml: search.space", inline={"max_batch_size": [8, 16]})
+    assert apply_space(source, SearchSpace({})).dimensions == {"max_batch_size": Choice((8, 16))}
+    bad = SpaceSource("tritontune.yaml: search.space", inline={"max_queue_delay": [500]})
+    with pytest.raises(InputError, match=r"^tritontune.yaml: search.space: max_queue_delay: 500 has no"):
+        apply_space(bad, SearchSpace({}))
+
+
+def test_the_dashboard_shows_each_knobs_real_value():
+    """optuna-dashboard shows a trial's params and user attributes: an ordered dimension's param
+    is the sampler's float, so each knob's snapped value is kept as ``value:KNOB`` beside it."""
+    from tritontune.search.study import save_point
+
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((4, 8, 16, 32, 64)),
+            "dynamic_batching": Choice((True,)),
+            "max_queue_delay": Choice((100, 500, 2000, 8000)),
+            "instance_count": IntRange(1, 4),
+        }
+    )
+    study = optuna.create_study(
+        storage=optuna.storages.InMemoryStorage(), sampler=optuna.samplers.TPESampler(seed=1)
+    )
+    for _ in range(12):
+        trial = study.ask()
+        point = space.suggest(trial)
+        save_point(trial, point)
+        study.tell(trial, float(point["max_batch_size"]))
+    for frozen in study.trials:
+        attrs = frozen.user_attrs
+        assert attrs["value:max_batch_size"] in (4, 8, 16, 32, 64)
+        assert attrs["value:max_queue_delay_us"] in (100, 500, 2000, 8000)
+        assert attrs["value:dynamic_batching"] is True
+        assert attrs["value:instance_count"] == frozen.params["instance_count"]
+        assert attrs["value:max_batch_size"] == attrs["point"]["max_batch_size"]
+    # The sampler keeps its ordered (log-scaled float) coordinate: TPE still learns neighbours.
+    assert isinstance(
+        study.trials[0].distributions["max_batch_size"], optuna.distributions.FloatDistribution
+    )

@@ -19,6 +19,7 @@ from tritontune.search.study import (
     open_study,
     read_study,
     recover_lost_trials,
+    save_point,
     save_worker,
     tell_failed,
     tell_interrupted,
@@ -131,3 +132,22 @@ def test_a_trial_whose_heartbeats_stopped_is_lost_and_queued_again(tmp_path: Pat
     assert [t.number for t in read_study(study).lost] == [trial.number]
     again = study.ask()
     assert again.suggest_categorical("max_batch_size", [8, 16]) == trial.params["max_batch_size"]
+
+
+def test_dashboard_values_sit_beside_the_point_and_old_trials_read_the_same():
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), direction="maximize")
+    for key, value in {"model": "mlp", "slo_p99_s": 0.05, "load_mode": "concurrency"}.items():
+        study.set_user_attr(key, value)
+    old = study.ask()  # as written before the value: attributes
+    old.set_user_attr("point", {"max_batch_size": 8})
+    study.tell(old, 10.0)
+    new = study.ask()
+    save_point(new, {"max_batch_size": 16, "max_queue_delay": 2000})
+    study.tell(new, 20.0)
+    assert study.trials[1].user_attrs["value:max_batch_size"] == 16
+    assert study.trials[1].user_attrs["value:max_queue_delay_us"] == 2000
+    record = read_study(study)
+    assert [t.params for t in record.trials] == [
+        {"max_batch_size": 8},
+        {"max_batch_size": 16, "max_queue_delay": 2000},
+    ]

@@ -13,6 +13,7 @@ from rich.table import Table
 from tritontune.check.gate import CHECK_MEASURE, CheckReport, CheckSettings, run_check
 from tritontune.check.reports import criterion_text, render_summary, write_junit
 from tritontune.cli._common import (
+    ConfigOption,
     CsvOption,
     GpusOption,
     ImageOption,
@@ -39,7 +40,9 @@ from tritontune.units import parse_duration, parse_fraction
 
 @app.command()
 def check(
+    ctx: typer.Context,
     repository: Annotated[Path, typer.Argument(help="The tuned model repository (from export).")],
+    config: ConfigOption = None,
     tolerance: Annotated[
         str, typer.Option(help="How far throughput may fall below its record, e.g. 10%.")
     ] = "10%",
@@ -62,7 +65,7 @@ def check(
     server_log: ServerLogOption = None,
 ) -> None:
     """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
-    with user_errors():
+    with user_errors(ctx):
         settings = CheckSettings(
             tolerance=parse_fraction(tolerance, what="--tolerance"),
             min_rounds=rounds,

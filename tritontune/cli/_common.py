@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,8 +19,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.text import Text
+from typer.core import TyperGroup
 
 from tritontune import __version__
+from tritontune.cli._config import config_defaults
 from tritontune.errors import ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import (
     AccuracyFigures,
@@ -35,8 +37,67 @@ from tritontune.server.docker import DockerSettings
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.session import TuningSession
 
+
+class _ConfigGroup(TyperGroup):
+    """The app's group. Precedence is flags > config file (``-f``) > environment > defaults;
+    click alone would rank an option's environment variable above the default map the config
+    file fills, so each option's ``envvar`` (declared where the option is, e.g.
+    :data:`StorageOption`) is taken off the option here, when the app is built, and read by
+    :func:`_read_config` as the layer under the file's values."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.envvars: dict[str, dict[str, str | Sequence[str]]] = {}
+        for name, command in self.commands.items():
+            moved = self.envvars.setdefault(name, {})
+            for param in command.params:
+                if param.envvar and param.name:
+                    moved[param.name] = param.envvar
+                    param.envvar = None
+
+
+#: ``ctx.meta`` key: by flag, where in the config file its value came from.
+_CONFIG_SOURCES = "tritontune.config_sources"
+
+
+def _read_config(ctx: typer.Context, path: Path | None) -> None:
+    """Fill the command's default map: the environment's values, then the config file's."""
+    group = ctx.parent.command if ctx.parent else None
+    if not isinstance(group, _ConfigGroup) or ctx.info_name is None:
+        return
+    defaults: dict[str, Any] = {}
+    for name, envvar in group.envvars.get(ctx.info_name, {}).items():
+        names = [envvar] if isinstance(envvar, str) else envvar
+        value = next((os.environ[n] for n in names if os.environ.get(n)), None)
+        if value is not None:
+            defaults[name] = value
+    if path is not None:
+        with user_errors():
+            from_file = config_defaults(path, group.commands, ctx.info_name, ctx)
+        defaults.update(from_file.values)
+        ctx.meta[_CONFIG_SOURCES] = from_file.sources
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+
+
+#: ``-f/--config FILE``, which every command takes (its keys: :mod:`tritontune.cli._config`).
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-f",
+        is_eager=True,
+        expose_value=False,
+        callback=_read_config,
+        dir_okay=False,
+        help="YAML file of options: top-level keys for every command, a section per command "
+        "(search:, profile:, ...); flags override it.",
+    ),
+]
+
+
 app = typer.Typer(
     name="tritontune",
+    cls=_ConfigGroup,
     help="Find the Triton model config with the highest throughput under a latency SLO.",
     no_args_is_help=True,
     add_completion=False,
@@ -52,8 +113,11 @@ def _print_error(err: Exception) -> None:
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn tritontune's errors into one red line and a non-zero exit; Ctrl-C into exit 130."""
+def user_errors(ctx: typer.Context | None = None) -> Iterator[None]:
+    """Turn tritontune's errors into one red line and a non-zero exit; Ctrl-C into exit 130.
+
+    With the command's ``ctx``, an error about a flag whose value came from a config file
+    (``--slo-p99: '50' has no unit``) is prefixed with the file and key it came from."""
     try:
         yield
     except ServerDiedError as err:
@@ -63,7 +127,7 @@ def user_errors() -> Iterator[None]:
             err_console.print(err.log_tail.rstrip(), style="dim", highlight=False, markup=False)
         raise typer.Exit(3) from None
     except TritonTuneError as err:
-        _print_error(err)
+        _print_error(_from_config_file(err, ctx))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted: the server was stopped[/]")
@@ -72,6 +136,18 @@ def user_errors() -> Iterator[None]:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
         raise typer.Exit(141) from None
+
+
+def _from_config_file(err: TritonTuneError, ctx: typer.Context | None) -> Exception:
+    message = str(err)
+    if ctx is None:
+        return err
+    for flag, (name, where) in ctx.meta.get(_CONFIG_SOURCES, {}).items():
+        source = ctx.get_parameter_source(name)
+        from_file = source is not None and source.name == "DEFAULT_MAP"  # not a flag given
+        if from_file and message.startswith((f"{flag}:", f"{flag} ")):
+            return TritonTuneError(f"{where}: {message}")
+    return err
 
 
 # Options shared by the commands that run a model on a server.

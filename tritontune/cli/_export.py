@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tritontune.cli._common import StorageOption, app, console, err_console, ms, user_errors
+from tritontune.cli._common import (
+    ConfigOption,
+    StorageOption,
+    app,
+    console,
+    err_console,
+    ms,
+    user_errors,
+)
 from tritontune.config.variant import knobs_summary
 from tritontune.export import Endpoint, export_studies, parse_endpoint
 from tritontune.search.study import DEFAULT_STORAGE
@@ -16,7 +24,9 @@ from tritontune.search.study import DEFAULT_STORAGE
 
 @app.command()
 def export(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(help="Directory to write the model repository into.")],
+    config: ConfigOption = None,
     study: Annotated[str | None, typer.Option(help="The study to export (its best config).")] = None,
     endpoint: Annotated[
         list[str] | None,
@@ -38,7 +48,7 @@ def export(
     ] = False,
 ) -> None:
     """Write the best config(s) of a study, their model files and tuning records."""
-    with user_errors():
+    with user_errors(ctx):
         endpoints = [Endpoint(study)] if study else []
         endpoints += [parse_endpoint(text) for text in endpoint or []]
         result = export_studies(

@@ -17,6 +17,7 @@ from tritontune.cli._common import (
     BatchSizeOption,
     CalibrationDataOption,
     CalibrationOption,
+    ConfigOption,
     CsvOption,
     GpusOption,
     ImageOption,
@@ -112,8 +113,10 @@ def _levels_table(result: ProfileResult) -> Table:
 
 @app.command()
 def profile(
+    ctx: typer.Context,
     model_repository: RepositoryOption,
     model: ModelOption,
+    config: ConfigOption = None,
     max_batch_size: Annotated[int | None, typer.Option(help="Set max_batch_size.")] = None,
     dynamic_batching: Annotated[
         bool | None,
@@ -169,7 +172,7 @@ def profile(
     csv_out: CsvOption = None,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
-    with user_errors():
+    with user_errors(ctx):
         variant = Variant(
             max_batch_size=max_batch_size,
             dynamic_batching=dynamic_batching,

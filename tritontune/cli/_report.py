@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tritontune.cli._common import StorageOption, app, console, err_console, user_errors
+from tritontune.cli._common import ConfigOption, StorageOption, app, console, err_console, user_errors
 from tritontune.errors import InputError
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.html import write_report
@@ -32,14 +32,16 @@ def parse_plan_options(headroom: str, peak_qps: str | None) -> dict:
 
 @app.command()
 def report(
+    ctx: typer.Context,
     study: Annotated[str, typer.Option(help="The study to report on.")],
+    config: ConfigOption = None,
     out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
     storage: StorageOption = DEFAULT_STORAGE,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
     peak_qps: PeakOption = None,
 ) -> None:
     """Write an HTML report: top configs, frontier, latency curves, history, capacity plan."""
-    with user_errors():
+    with user_errors(ctx):
         options = parse_plan_options(headroom, peak_qps)
         data = write_report(load_existing_study(storage, study), out, **options)
         for warning in data.warnings:

@@ -19,6 +19,7 @@ from tritontune.cli._common import (
     BatchSizeOption,
     CalibrationDataOption,
     CalibrationOption,
+    ConfigOption,
     CsvOption,
     GpusOption,
     ImageOption,
@@ -72,7 +73,7 @@ from tritontune.search.playoff import (
     PlayoffSettings,
     RoundFigure,
 )
-from tritontune.search.space import SearchSpace, space_file_output_kinds
+from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_kinds
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.session import TuningSession, failure_log_path, open_session
@@ -85,11 +86,18 @@ from tritontune.units import (
 LOAD_CHOICES = {"concurrency": LoadMode.CONCURRENCY, "poisson": LoadMode.RATE}
 
 
+def _space_source(value: str | SpaceSource) -> SpaceSource:
+    """``--space FILE``; a config file's ``space:`` mapping arrives already a source."""
+    return value if isinstance(value, SpaceSource) else SpaceSource.file(Path(value))
+
+
 @app.command()
 def search(
+    ctx: typer.Context,
     model_repository: RepositoryOption,
     model: ModelOption,
     slo_p99: Annotated[str, typer.Option(help="The latency SLO on p99, e.g. 50ms.")],
+    config: ConfigOption = None,
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
@@ -100,7 +108,13 @@ def search(
         str, typer.Option(help="concurrency (closed loop) or poisson (open-loop arrivals).")
     ] = "concurrency",
     space: Annotated[
-        Path | None, typer.Option(help="YAML file that fixes, narrows or widens dimensions.")
+        SpaceSource | None,
+        typer.Option(
+            parser=_space_source,
+            metavar="FILE",
+            help="YAML file that fixes, narrows or widens dimensions (replaces a config file's "
+            "space: mapping).",
+        ),
     ] = None,
     storage: StorageOption = DEFAULT_STORAGE,
     study: Annotated[str | None, typer.Option(help="Study name (default: MODEL-p99-SLO-LOAD).")] = None,
@@ -151,7 +165,7 @@ def search(
     server_log: ServerLogOption = None,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO."""
-    with user_errors():
+    with user_errors(ctx):
         plan_options = parse_plan_options(headroom, peak_qps)
         slo = parse_duration(slo_p99, what="--slo-p99")
         if slo <= 0:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tritontune.cli._common import StorageOption, app, console, user_errors
+from tritontune.cli._common import ConfigOption, StorageOption, app, console, user_errors
 from tritontune.search.status import study_status
 from tritontune.search.study import DEFAULT_STORAGE, load_existing_study, read_study
 from tritontune.units import format_duration
@@ -15,11 +15,13 @@ from tritontune.units import format_duration
 
 @app.command()
 def status(
+    ctx: typer.Context,
     study: Annotated[str, typer.Option(help="The study (as given to search --study).")],
+    config: ConfigOption = None,
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Workers, trials running/finished/failed, the best so far and the ETA of a search."""
-    with user_errors():
+    with user_errors(ctx):
         now = study_status(read_study(load_existing_study(storage, study)))
     record = now.study
     counted = now.counted

@@ -34,7 +34,6 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -56,7 +55,7 @@ from tritontune.search.playoff import (
     RoundFigure,
     run_playoff,
 )
-from tritontune.search.space import Choice, SearchSpace, default_space, load_space_file
+from tritontune.search.space import Choice, SearchSpace, SpaceSource, apply_space, default_space
 from tritontune.search.study import (
     DEFAULT_STORAGE,
     HEARTBEAT_INTERVAL_S,
@@ -522,8 +521,10 @@ def _last_lines(log_tail: str, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in log_tail.strip().splitlines()[-lines:])
 
 
-def space_for_session(session: Session, slo_p99_s: float, space_file: Path | None = None) -> SearchSpace:
-    """The default space for the session's model and server, with ``space_file``'s changes.
+def space_for_session(
+    session: Session, slo_p99_s: float, space_source: SpaceSource | None = None
+) -> SearchSpace:
+    """The default space for the session's model and server, with ``space_source``'s changes.
 
     Precision variants are in it for an ONNX model on a server tritontune launched (a remote
     server can't be given the variant files)."""
@@ -534,7 +535,7 @@ def space_for_session(session: Session, slo_p99_s: float, space_file: Path | Non
         batch_dim_dynamic=session.batch_dim_dynamic,
         precision_variants=session.launcher.owns_server,
     )
-    return load_space_file(space_file, defaults) if space_file else defaults
+    return apply_space(space_source, defaults) if space_source else defaults
 
 
 def _prepare_precisions(

@@ -2,7 +2,8 @@
 :class:`~tritontune.config.variant.Variant`.
 
 Defaults come from the model and the server (:func:`default_space`); a YAML file can fix, narrow or
-widen any dimension (:func:`load_space_file`):
+widen any dimension (:func:`apply_space`; the same mapping may sit under ``space:`` in a
+config file):
 
 .. code-block:: yaml
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,23 +273,42 @@ def default_space(
     return SearchSpace(dims)
 
 
-def load_space_file(path: Path, defaults: SearchSpace) -> SearchSpace:
-    """``defaults`` with the dimensions ``path`` names replaced (fixed, narrowed or widened)."""
-    data = read_yaml(path, "space file")
+@dataclass(frozen=True)
+class SpaceSource:
+    """Where a space's changes come from: a space file (``--space``), or the ``space:`` mapping
+    of a config file (``-f``). Errors name ``where`` (the file, or the file and its key)."""
+
+    where: str
+    path: Path | None = None
+    inline: Mapping[str, Any] | None = None
+
+    @classmethod
+    def file(cls, path: Path) -> SpaceSource:
+        return cls(str(path), path=path)
+
+    def read(self) -> Any:
+        """The YAML data: the file's (read now), or the config file's mapping."""
+        return read_yaml(self.path, "space file") if self.path is not None else self.inline
+
+
+def apply_space(source: SpaceSource, defaults: SearchSpace) -> SearchSpace:
+    """``defaults`` with the dimensions ``source`` names replaced (fixed, narrowed or widened)."""
+    data = source.read()
+    where = source.where
     if data is None:
         return defaults
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping of dimension names to values")
+        raise InputError(f"{where}: expected a mapping of dimension names to values")
     unknown = sorted(set(data) - set(DIMENSIONS) - set(SETTING_KEYS))
     if unknown:
         raise InputError(
-            f"{path}: unknown dimension(s) {', '.join(unknown)}; known: "
+            f"{where}: unknown dimension(s) {', '.join(map(str, unknown))}; known: "
             f"{', '.join([*DIMENSIONS, *SETTING_KEYS])}"
         )
     dims = dict(defaults.dimensions)
     for name, value in data.items():
         if name not in SETTING_KEYS:
-            dims[name] = _parse_dimension(path, name, value)
+            dims[name] = _parse_dimension(where, name, value)
     return SearchSpace(dims)
 
 
@@ -296,23 +316,23 @@ def load_space_file(path: Path, defaults: SearchSpace) -> SearchSpace:
 SETTING_KEYS = ("accuracy_kind",)
 
 
-def space_file_output_kinds(path: Path) -> dict[str, OutputKind]:
-    """The space file's ``accuracy_kind``: one kind for every output, or a mapping by output
-    (``{logits: classifier, pooled: embedding}``); empty when the file has none."""
-    data = read_yaml(path, "space file")
+def space_file_output_kinds(source: SpaceSource) -> dict[str, OutputKind]:
+    """The space's ``accuracy_kind``: one kind for every output, or a mapping by output
+    (``{logits: classifier, pooled: embedding}``); empty when the space has none."""
+    data = source.read()
     if not isinstance(data, dict) or data.get("accuracy_kind") is None:
         return {}
     value = data["accuracy_kind"]
     if not isinstance(value, (str, dict)):
         raise InputError(
-            f"{path}: accuracy_kind: expected a kind (embedding, classifier, regression) or a "
-            "mapping of output names to kinds"
+            f"{source.where}: accuracy_kind: expected a kind (embedding, classifier, regression) "
+            "or a mapping of output names to kinds"
         )
-    return parse_output_kinds(value, what=f"{path}: accuracy_kind")
+    return parse_output_kinds(value, what=f"{source.where}: accuracy_kind")
 
 
-def _parse_dimension(path: Path, name: str, value: Any) -> Dimension:
-    where = f"{path}: {name}"
+def _parse_dimension(source: str, name: str, value: Any) -> Dimension:
+    where = f"{source}: {name}"
     parse = _VALUE_PARSERS[name]
     if isinstance(value, dict):
         if name not in _RANGE_DIMENSIONS:

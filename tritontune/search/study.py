@@ -40,6 +40,7 @@ from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.playoff import Interval, PlayoffEntry, PlayoffResult
+from tritontune.search.space import DIMENSIONS
 from tritontune.units import format_duration
 
 DEFAULT_STORAGE = "sqlite:///tritontune.db"
@@ -88,6 +89,12 @@ class _TrialKey:
     SERVER_RESTARTS = "server_restarts"
     WORKER = "worker"
     SURPLUS = "surplus"
+    #: ``value:KNOB`` (``value:max_queue_delay_us`` for a delay): each knob of the point as its
+    #: own attribute, the real value a person reads in optuna-dashboard. The trial's *param* of
+    #: an ordered dimension is the sampler's coordinate (a float snapped to the nearest value,
+    #: see :class:`tritontune.search.space.Choice`), kept so TPE learns that neighbours behave
+    #: alike; studies made before these attributes read the same (the point is in ``POINT``).
+    VALUE_PREFIX = "value:"
 
 
 # -- the records ----------------------------------------------------------------------------------
@@ -506,8 +513,20 @@ def save_playoff(study: optuna.Study, result: PlayoffResult) -> None:
 
 # -- writing trials ----------------------------------------------------------------------------------
 def save_point(trial: optuna.Trial, point: Mapping[str, Any]) -> None:
-    """The point the sampler proposed (as the search uses it: snapped values, ``None`` kept)."""
+    """The point the sampler proposed (as the search uses it: snapped values, ``None`` kept),
+    and each of its knobs as a ``value:`` attribute for optuna-dashboard."""
     trial.set_user_attr(_TrialKey.POINT, dict(point))
+    for name, value in dashboard_values(point).items():
+        trial.set_user_attr(name, value)
+
+
+def dashboard_values(point: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``value:`` attributes of ``point``: one per knob, named with its unit where it has
+    one (``value:max_batch_size`` 16, ``value:max_queue_delay_us`` 2000)."""
+    return {
+        f"{_TrialKey.VALUE_PREFIX}{name}{'_' + DIMENSIONS[name] if DIMENSIONS.get(name) else ''}": value
+        for name, value in point.items()
+    }
 
 
 def save_config(trial: optuna.Trial, knobs: Mapping[str, Any], config_pbtxt: str) -> None:
