@@ -15,9 +15,15 @@ from tritontune.check.reports import criterion_text, render_summary, write_junit
 from tritontune.cli._common import (
     CsvOption,
     GpusOption,
+    HeaderOption,
     ImageOption,
     LaunchOption,
+    ProtocolOption,
     ShmSizeOption,
+    SslCaOption,
+    SslCertOption,
+    SslKeyOption,
+    SslOption,
     TritonserverOption,
     UrlOption,
     app,
@@ -31,6 +37,7 @@ from tritontune.cli._common import (
 from tritontune.measure.measurement import Measurement
 from tritontune.report.inference_csv import check_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.server.endpoint import client_settings
 from tritontune.units import parse_duration, parse_fraction
 
 
@@ -55,6 +62,12 @@ def check(
     shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
+    protocol: ProtocolOption = None,
+    ssl: SslOption = False,
+    ssl_ca: SslCaOption = None,
+    ssl_cert: SslCertOption = None,
+    ssl_key: SslKeyOption = None,
+    header: HeaderOption = None,
 ) -> None:
     """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
     with user_errors():
@@ -63,7 +76,17 @@ def check(
             min_rounds=rounds,
             max_rounds=rounds + 2,
             measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
-            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
+            launch=launch_settings(
+                launch,
+                url,
+                image,
+                gpus,
+                shm_size,
+                tritonserver,
+                client_settings(
+                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
+                ),
+            ),
         )
         report = _check_with_progress(repository, settings)
         _print_report(report)

@@ -19,12 +19,18 @@ from tritontune.cli._common import (
     CalibrationOption,
     CsvOption,
     GpusOption,
+    HeaderOption,
     ImageOption,
     InputDataOption,
     LaunchOption,
     ModelOption,
+    ProtocolOption,
     RepositoryOption,
     ShmSizeOption,
+    SslCaOption,
+    SslCertOption,
+    SslKeyOption,
+    SslOption,
     TritonserverOption,
     UrlOption,
     accuracy_settings,
@@ -48,6 +54,7 @@ from tritontune.precision.prepare import AccuracySettings
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.server.endpoint import client_settings
 from tritontune.session import TuningSession, open_session
 from tritontune.units import (
     parse_duration,
@@ -159,6 +166,12 @@ def profile(
     shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
+    protocol: ProtocolOption = None,
+    ssl: SslOption = False,
+    ssl_ca: SslCaOption = None,
+    ssl_cert: SslCertOption = None,
+    ssl_key: SslKeyOption = None,
+    header: HeaderOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
     csv_out: CsvOption = None,
 ) -> None:
@@ -192,7 +205,17 @@ def profile(
         session = open_session(
             model_repository,
             model,
-            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
+            launch=launch_settings(
+                launch,
+                url,
+                image,
+                gpus,
+                shm_size,
+                tritonserver,
+                client_settings(
+                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
+                ),
+            ),
             workload=workload,
             settings=settings,
         )

@@ -21,12 +21,18 @@ from tritontune.cli._common import (
     CalibrationOption,
     CsvOption,
     GpusOption,
+    HeaderOption,
     ImageOption,
     InputDataOption,
     LaunchOption,
     ModelOption,
+    ProtocolOption,
     RepositoryOption,
     ShmSizeOption,
+    SslCaOption,
+    SslCertOption,
+    SslKeyOption,
+    SslOption,
     StorageOption,
     TritonserverOption,
     UrlOption,
@@ -72,6 +78,7 @@ from tritontune.search.playoff import (
 from tritontune.search.space import SearchSpace, space_file_output_kinds
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.server.endpoint import client_settings
 from tritontune.session import TuningSession, open_session
 from tritontune.units import (
     format_duration,
@@ -144,6 +151,12 @@ def search(
     shm_size: ShmSizeOption = "1g",
     url: UrlOption = None,
     tritonserver: TritonserverOption = None,
+    protocol: ProtocolOption = None,
+    ssl: SslOption = False,
+    ssl_ca: SslCaOption = None,
+    ssl_cert: SslCertOption = None,
+    ssl_key: SslKeyOption = None,
+    header: HeaderOption = None,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors():
@@ -180,7 +193,17 @@ def search(
         session = open_session(
             model_repository,
             model,
-            launch=launch_settings(launch, url, image, gpus, shm_size, tritonserver),
+            launch=launch_settings(
+                launch,
+                url,
+                image,
+                gpus,
+                shm_size,
+                tritonserver,
+                client_settings(
+                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
+                ),
+            ),
             workload=Workload(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,
         )

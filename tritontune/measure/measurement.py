@@ -22,14 +22,19 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import grpc
 import numpy as np
-from tritonclient.grpc import service_pb2
 
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
-from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadSpec, RequestLog, Stub
+from tritontune.measure.loadgen import (
+    LoadGenerator,
+    LoadMode,
+    LoadSpec,
+    LoadTransport,
+    RequestLog,
+)
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
-from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
+from tritontune.server.client import ModelStatsSnapshot
+from tritontune.server.endpoint import Endpoint
 
 #: A load level whose share of failed requests is above this did not serve its load: the search
 #: does not count it as meeting the SLO, and ``check`` fails a model over it. Defined once here.
@@ -158,19 +163,21 @@ class _Edge:
 
 
 def measure_load(
-    grpc_url: str,
+    endpoint: Endpoint | str,
     model: str,
-    requests: list[service_pb2.ModelInferRequest],
+    requests: list[Any],
     load: LoadSpec,
     *,
     batch_size: int = 1,
     settings: MeasureSettings | None = None,
     seed: int | None = None,
 ) -> Measurement:
-    """Measure ``model`` at one load level (blocking; runs its own event loop)."""
+    """Measure ``model`` at one load level (blocking; runs its own event loop).
+
+    ``requests`` are prepared for ``endpoint``'s protocol; a plain ``host:port`` is gRPC."""
     settings = settings or MeasureSettings()
     with _no_gc_pauses():
-        return asyncio.run(_measure(grpc_url, model, requests, load, batch_size, settings, seed))
+        return asyncio.run(_measure(endpoint, model, requests, load, batch_size, settings, seed))
 
 
 @contextlib.contextmanager
@@ -196,7 +203,7 @@ def _no_gc_pauses() -> Iterator[None]:
 
 
 async def _measure(
-    grpc_url: str,
+    endpoint: Endpoint | str,
     model: str,
     requests: list[Any],
     load: LoadSpec,
@@ -205,7 +212,7 @@ async def _measure(
     seed: int | None,
 ) -> Measurement:
     generator = LoadGenerator(
-        grpc_url,
+        endpoint,
         requests,
         request_timeout=settings.request_timeout_s,
         max_in_flight=settings.max_in_flight,
@@ -217,20 +224,16 @@ async def _measure(
     started = time.perf_counter()
     loop_thread = threading.get_native_id()  # the load generator's thread
 
-    async def snapshot(stub: Stub) -> ModelStatsSnapshot | None:
-        try:
-            reply = await stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=model), timeout=5)
-        except grpc.aio.AioRpcError:
-            return None
-        return snapshot_from_statistics(reply)
+    async def snapshot(transport: LoadTransport) -> ModelStatsSnapshot | None:
+        return await transport.statistics(model)
 
-    async def controller(log: RequestLog, stub: Stub) -> None:
+    async def controller(log: RequestLog, transport: LoadTransport) -> None:
         deadline = started + settings.time_cap()
         await asyncio.sleep(settings.warmup_s)
         probe = None
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(stub)))
+        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(transport)))
         while True:
             first = edges[-1]
             while True:
@@ -244,7 +247,7 @@ async def _measure(
                 if len(log) >= settings.max_requests:
                     break
             edge = _Edge(time.perf_counter(), len(log), None)
-            edge.stats = await snapshot(stub)
+            edge.stats = await snapshot(transport)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
             if probe is not None:
