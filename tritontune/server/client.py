@@ -166,8 +166,9 @@ class TritonClient:
         self.endpoint = Endpoint.grpc(endpoint) if isinstance(endpoint, str) else endpoint
         self.metrics_url = metrics_url
         self.timeout = timeout
-        self._headers = self.endpoint.header_dict()
         self._http = self.endpoint.protocol == ClientProtocol.HTTP
+        metadata = self.endpoint.grpc_metadata()
+        self._headers = self.endpoint.header_dict() if self._http else (dict(metadata or ()) or None)
         self._client: Any = (
             _http_client(self.endpoint, timeout) if self._http else _grpc_client(self.endpoint)
         )
