@@ -40,6 +40,14 @@ def test_version_comes_from_the_package_metadata():
         (["--concurrency", "2", "--request-rate", "5"], "not both"),
         (["--param", "novalue"], "expected KEY=VALUE"),
         (["--launch", "moon"], "--launch: 'moon' is not one of"),
+        (["--protocol", "ftp"], "--protocol: 'ftp' is not one of grpc, http"),
+        (["--header", "novalue"], "--header: 'novalue' is not KEY=VALUE"),
+        (["--ssl"], "--ssl/--ssl-ca/--ssl-cert/--ssl-key are for --launch remote"),
+        (["--launch", "remote", "--url", "ftp://h"], "--url: the scheme ftp:// is not supported"),
+        (
+            ["--launch", "remote", "--url", "grpc://h", "--protocol", "http"],
+            "--url: grpc:// contradicts --protocol http",
+        ),
     ],
 )
 def test_bad_options(example_repository: Path, args, message):
@@ -66,6 +74,17 @@ def test_malformed_config_names_file_and_line(repo_copy: Path):
 def test_remote_without_a_server():
     result = run_cli("profile", "-r", "examples/model_repository", "-m", "mlp", "--launch", "remote")
     assert result.exit_code == 2 and "--url is required" in result.output
+
+
+def test_server_url_from_the_environment_and_the_flag_over_it():
+    args = ["profile", "-r", "examples/model_repository", "-m", "mlp", "--launch", "remote"]
+    env = {"TRITONTUNE_URL": "https://127.0.0.1:9"}
+    result = runner.invoke(app, args, env=env)
+    assert result.exit_code == 2
+    assert "no ready Triton server answers at https://127.0.0.1:9" in result.output
+    result = runner.invoke(app, [*args, "--url", "grpc://127.0.0.1:9"], env=env)
+    assert result.exit_code == 2
+    assert "no ready Triton server answers at grpc://127.0.0.1:9" in result.output
 
 
 @pytest.mark.integration

@@ -325,7 +325,13 @@ class TuningSession:
         assert self.client is not None
         metadata = self.client.model_metadata(self.name)
         batching = config.max_batch_size > 0
-        self._requests = prepare_requests(self.name, metadata, self.workload, batching=batching)
+        self._requests = prepare_requests(
+            self.name,
+            metadata,
+            self.workload,
+            batching=batching,
+            protocol=self.launcher.endpoint().protocol,
+        )
 
     # -- measuring ---------------------------------------------------------------------------
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
@@ -334,7 +340,7 @@ class TuningSession:
             raise ServerError("no config is loaded; call load_variant() first")
         self.launcher.check_alive()
         measurement = measure_load(
-            self.info.grpc_url,
+            self.launcher.endpoint(),
             self.name,
             self._requests,
             load,

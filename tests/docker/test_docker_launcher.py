@@ -95,7 +95,7 @@ def test_profile_cli_goes_through_the_container(engine, image, example_repositor
          "--image", image, "--concurrency", "2", "--window", "0.3s", "--warmup", "0.2s"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "(docker, gRPC 127.0.0.1:" in result.output
+    assert "(docker, grpc://127.0.0.1:" in result.output
     assert ours(engine) == []
 
 

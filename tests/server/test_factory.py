@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tritontune.errors import InputError, ServerError
+from tritontune.errors import InputError
 from tritontune.server.docker import DockerSettings, DockerTritonLauncher
 from tritontune.server.factory import (
     LaunchKind,
@@ -39,7 +39,7 @@ def test_each_kind_gets_its_launcher(tmp_path: Path):
 def test_bad_launch_options_are_one_line_errors(tmp_path: Path):
     with pytest.raises(InputError, match="--launch: 'cloud' is not one of local, docker, remote"):
         LaunchKind.parse("cloud")
-    with pytest.raises(ServerError, match="--url is required with --launch remote"):
+    with pytest.raises(InputError, match="--url is required with --launch remote"):
         make_launcher(
             LaunchSettings(LaunchKind.REMOTE), tmp_path, log_path=tmp_path / "l", mounts=no_mounts
         )

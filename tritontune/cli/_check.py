@@ -16,11 +16,17 @@ from tritontune.cli._common import (
     ConfigOption,
     CsvOption,
     GpusOption,
+    HeaderOption,
     ImageOption,
     LaunchOption,
+    ProtocolOption,
     ServerArgOption,
     ServerLogOption,
     ShmSizeOption,
+    SslCaOption,
+    SslCertOption,
+    SslKeyOption,
+    SslOption,
     TritonserverOption,
     UrlOption,
     app,
@@ -35,6 +41,7 @@ from tritontune.cli._common import (
 from tritontune.measure.measurement import Measurement
 from tritontune.report.inference_csv import check_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.server.endpoint import client_settings
 from tritontune.units import parse_duration, parse_fraction
 
 
@@ -63,6 +70,12 @@ def check(
     tritonserver: TritonserverOption = None,
     server_arg: ServerArgOption = None,
     server_log: ServerLogOption = None,
+    protocol: ProtocolOption = None,
+    ssl: SslOption = False,
+    ssl_ca: SslCaOption = None,
+    ssl_cert: SslCertOption = None,
+    ssl_key: SslKeyOption = None,
+    header: HeaderOption = None,
 ) -> None:
     """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
     with user_errors(ctx):
@@ -72,7 +85,17 @@ def check(
             max_rounds=rounds + 2,
             measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
             launch=launch_settings(
-                launch, url, image, gpus, shm_size, tritonserver, server_arg, server_log
+                launch,
+                url,
+                image,
+                gpus,
+                shm_size,
+                tritonserver,
+                server_arg,
+                server_log,
+                client=client_settings(
+                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
+                ),
             ),
             failure_log_dir=(junit or Path("junit.xml")).parent,
         )

@@ -34,6 +34,7 @@ from tritontune.precision.prepare import AccuracySettings
 from tritontune.precision.recipe import parse_calibration
 from tritontune.search.playoff import Interval
 from tritontune.server.docker import DockerSettings
+from tritontune.server.endpoint import ClientSettings
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.session import TuningSession
 
@@ -170,7 +171,58 @@ GpusOption = Annotated[
     str | None, typer.Option(help="--launch docker: GPUs for the container, all or 0,1.")
 ]
 ShmSizeOption = Annotated[str, typer.Option(help="--launch docker: the container's /dev/shm.")]
-UrlOption = Annotated[str | None, typer.Option(help="gRPC HOST:PORT of a remote server.")]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="TRITONTUNE_URL",
+        help="--launch remote: the server, [grpc://|grpcs://|http://|https://]HOST[:PORT] "
+        "(or $TRITONTUNE_URL). The scheme picks the protocol and TLS; default gRPC, port 8001 "
+        "(HTTP 8000; https/grpcs 443).",
+    ),
+]
+ProtocolOption = Annotated[
+    str | None,
+    typer.Option(
+        help="grpc or http: the protocol of control and load requests (default: the --url "
+        "scheme's, else grpc)."
+    ),
+]
+SslOption = Annotated[
+    bool, typer.Option("--ssl", help="--launch remote: TLS to the server (gRPC or HTTPS).")
+]
+SslCaOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="--launch remote: CA certificate (PEM) to verify the server with; implies --ssl "
+        "(default: the system's CAs).",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+SslCertOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="--launch remote: client certificate (PEM) for mutual TLS; needs --ssl-key.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+SslKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="--launch remote: the client certificate's private key (PEM).",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+HeaderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header",
+        help="KEY=VALUE header sent with every request, control and load (repeatable), e.g. "
+        "'Authorization=Bearer TOKEN'.",
+    ),
+]
 AccuracyOption = Annotated[
     str | None,
     typer.Option(
@@ -311,6 +363,7 @@ def launch_settings(
     tritonserver: Path | None,
     server_args: list[str] | None = None,
     server_log: Path | None = None,
+    client: ClientSettings | None = None,
 ) -> LaunchSettings:
     """The launch options every server command shares, as one :class:`LaunchSettings`."""
     return LaunchSettings(
@@ -320,6 +373,7 @@ def launch_settings(
         docker=DockerSettings(image=image, gpus=gpus, shm_size=shm_size),
         server_args=tuple(server_args or ()),
         server_log=server_log,
+        client=client or ClientSettings(),
     )
 
 
@@ -344,7 +398,8 @@ def print_server(session: TuningSession) -> None:
     for notice in session.launcher.notices():
         err_console.print(notice, highlight=False)
     err_console.print(
-        f"tritonserver {info.version} ({info.launch}, gRPC {info.grpc_url})", highlight=False
+        f"tritonserver {info.version} ({info.launch}, {session.launcher.endpoint().url()})",
+        highlight=False,
     )
     if session.served and session.served.via_python:
         err_console.print(

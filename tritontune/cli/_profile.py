@@ -20,14 +20,20 @@ from tritontune.cli._common import (
     ConfigOption,
     CsvOption,
     GpusOption,
+    HeaderOption,
     ImageOption,
     InputDataOption,
     LaunchOption,
     ModelOption,
+    ProtocolOption,
     RepositoryOption,
     ServerArgOption,
     ServerLogOption,
     ShmSizeOption,
+    SslCaOption,
+    SslCertOption,
+    SslKeyOption,
+    SslOption,
     TritonserverOption,
     UrlOption,
     accuracy_settings,
@@ -53,6 +59,7 @@ from tritontune.precision.prepare import AccuracySettings
 from tritontune.profile import ProfileResult, run_profile
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.server.endpoint import client_settings
 from tritontune.session import TuningSession, failure_log_path, open_session
 from tritontune.units import (
     parse_duration,
@@ -168,6 +175,12 @@ def profile(
     tritonserver: TritonserverOption = None,
     server_arg: ServerArgOption = None,
     server_log: ServerLogOption = None,
+    protocol: ProtocolOption = None,
+    ssl: SslOption = False,
+    ssl_ca: SslCaOption = None,
+    ssl_cert: SslCertOption = None,
+    ssl_key: SslKeyOption = None,
+    header: HeaderOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
     csv_out: CsvOption = None,
 ) -> None:
@@ -203,7 +216,17 @@ def profile(
             model_repository,
             model,
             launch=launch_settings(
-                launch, url, image, gpus, shm_size, tritonserver, server_arg, server_log
+                launch,
+                url,
+                image,
+                gpus,
+                shm_size,
+                tritonserver,
+                server_arg,
+                server_log,
+                client=client_settings(
+                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
+                ),
             ),
             workload=workload,
             settings=settings,

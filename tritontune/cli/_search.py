@@ -22,14 +22,20 @@ from tritontune.cli._common import (
     ConfigOption,
     CsvOption,
     GpusOption,
+    HeaderOption,
     ImageOption,
     InputDataOption,
     LaunchOption,
     ModelOption,
+    ProtocolOption,
     RepositoryOption,
     ServerArgOption,
     ServerLogOption,
     ShmSizeOption,
+    SslCaOption,
+    SslCertOption,
+    SslKeyOption,
+    SslOption,
     StorageOption,
     TritonserverOption,
     UrlOption,
@@ -76,6 +82,7 @@ from tritontune.search.playoff import (
 from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_kinds
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
 from tritontune.server.docker import DEFAULT_IMAGE
+from tritontune.server.endpoint import client_settings
 from tritontune.session import TuningSession, failure_log_path, open_session
 from tritontune.units import (
     format_duration,
@@ -163,6 +170,12 @@ def search(
     tritonserver: TritonserverOption = None,
     server_arg: ServerArgOption = None,
     server_log: ServerLogOption = None,
+    protocol: ProtocolOption = None,
+    ssl: SslOption = False,
+    ssl_ca: SslCaOption = None,
+    ssl_cert: SslCertOption = None,
+    ssl_key: SslKeyOption = None,
+    header: HeaderOption = None,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors(ctx):
@@ -202,7 +215,17 @@ def search(
             model_repository,
             model,
             launch=launch_settings(
-                launch, url, image, gpus, shm_size, tritonserver, server_arg, server_log
+                launch,
+                url,
+                image,
+                gpus,
+                shm_size,
+                tritonserver,
+                server_arg,
+                server_log,
+                client=client_settings(
+                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
+                ),
             ),
             workload=Workload(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,

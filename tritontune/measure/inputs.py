@@ -1,7 +1,8 @@
 """Request payloads: synthesized from a model's metadata, or read from perf_analyzer's JSON format.
 
-Payloads are built once, as ready ``ModelInferRequest`` messages, so the load generator's hot path
-only sends them.
+Payloads are built once, as ready gRPC ``ModelInferRequest`` messages (or, for HTTP, tritonclient
+``InferInput`` objects holding their binary tensor bytes), so the load generator's hot path only
+sends them.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ import base64
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import serialize_byte_tensor, triton_to_np_dtype
 
 from tritontune.errors import InputError
+from tritontune.measure.loadgen import HttpInferRequest
+from tritontune.server.endpoint import ClientProtocol
 
 
 @dataclass(frozen=True)
@@ -138,9 +142,15 @@ def _sample(path: Path, index: int, spec: TensorSpec, value: object) -> np.ndarr
 
 
 def build_requests(
-    model: str, payloads: list[dict[str, np.ndarray]], specs: list[TensorSpec]
-) -> list[service_pb2.ModelInferRequest]:
-    """One ready-to-send gRPC request per payload (raw tensor bytes, no per-send encoding)."""
+    model: str,
+    payloads: list[dict[str, np.ndarray]],
+    specs: list[TensorSpec],
+    protocol: ClientProtocol = ClientProtocol.GRPC,
+) -> list[Any]:
+    """One ready-to-send request per payload for ``protocol`` (raw tensor bytes, no per-send
+    encoding of the tensors)."""
+    if protocol == ClientProtocol.HTTP:
+        return _http_requests(model, payloads, specs)
     requests = []
     for payload in payloads:
         request = service_pb2.ModelInferRequest(model_name=model)
@@ -154,4 +164,24 @@ def build_requests(
             else:
                 request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
         requests.append(request)
+    return requests
+
+
+def _http_requests(
+    model: str, payloads: list[dict[str, np.ndarray]], specs: list[TensorSpec]
+) -> list[HttpInferRequest]:
+    """HTTP requests whose tensors travel as binary data (Triton's binary tensor extension), the
+    HTTP counterpart of gRPC's raw contents; outputs come back binary too (tritonclient asks for
+    that when no outputs are named)."""
+    import tritonclient.http as httpclient
+
+    requests = []
+    for payload in payloads:
+        inputs = []
+        for spec in specs:
+            array = payload[spec.name]
+            tensor = httpclient.InferInput(spec.name, list(array.shape), spec.datatype)
+            tensor.set_data_from_numpy(array, binary_data=True)
+            inputs.append(tensor)
+        requests.append(HttpInferRequest(model, tuple(inputs)))
     return requests

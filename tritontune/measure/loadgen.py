@@ -1,8 +1,11 @@
-"""The load generator: closed-loop concurrency and open-loop arrivals over Triton's gRPC API.
+"""The load generator: closed-loop concurrency and open-loop arrivals over Triton's gRPC or HTTP API.
 
-One asyncio event loop drives all requests through tritonclient's generated gRPC stub with
-requests prepared in advance (:mod:`tritontune.measure.inputs`), so the client spends its time
-sending, not encoding.
+One asyncio event loop drives all requests, with requests prepared in advance
+(:mod:`tritontune.measure.inputs`), so the client spends its time sending, not encoding. gRPC (the
+default) goes through tritonclient's generated stub on a grpc.aio channel; HTTP through
+tritonclient's asyncio HTTP client (aiohttp), with the tensors encoded once. Both carry the
+endpoint's TLS and headers, and both feed the same :class:`RequestLog`, so the statistics are the
+same whatever the protocol.
 
 * **Closed loop** (``concurrency=N``): N workers, each sends its next request when the last one
   returns. Easy on the server; hides queueing, because it slows down when the server does.
@@ -21,15 +24,26 @@ import asyncio
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
 
 from tritontune.enums import TextEnum
-from tritontune.server.client import GRPC_OPTIONS, one_line
+from tritontune.server.client import (
+    GRPC_OPTIONS,
+    ModelStatsSnapshot,
+    one_line,
+    snapshot_from_json,
+    snapshot_from_statistics,
+    tls_context,
+)
+from tritontune.server.endpoint import ClientProtocol, Endpoint
 
 
 class LoadMode(TextEnum):
@@ -99,21 +113,145 @@ class RequestLog:
         return len(self.done_at)
 
 
+@dataclass(frozen=True)
+class HttpInferRequest:
+    """One prepared HTTP request: the model and its inputs, tensors already encoded as binary."""
+
+    model: str
+    inputs: tuple[Any, ...]
+    """``tritonclient.http.InferInput`` objects holding their raw bytes."""
+
+
+class LoadTransport(ABC):
+    """Sends prepared requests over one protocol and reads the model's statistics meanwhile."""
+
+    @abstractmethod
+    async def send(self, request: Any, log: RequestLog) -> str | None:
+        """Send one request; None on success, else the error kind (its first message kept)."""
+
+    @abstractmethod
+    async def statistics(self, model: str) -> ModelStatsSnapshot | None:
+        """The model's cumulative counters now (None if the server did not answer)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+def open_transport(endpoint: Endpoint, *, request_timeout: float, connections: int) -> LoadTransport:
+    """The transport for ``endpoint``'s protocol (call inside the event loop that will use it)."""
+    if endpoint.protocol == ClientProtocol.HTTP:
+        return _HttpTransport(endpoint, request_timeout, connections)
+    return _GrpcTransport(endpoint, request_timeout)
+
+
+def _read(path: Path | None) -> bytes | None:
+    return path.read_bytes() if path is not None else None
+
+
+class _GrpcTransport(LoadTransport):
+    """The generated stub on a grpc.aio channel: the request objects are sent as they are."""
+
+    def __init__(self, endpoint: Endpoint, request_timeout: float) -> None:
+        tls = endpoint.tls
+        if tls is None:
+            self._channel = grpc.aio.insecure_channel(endpoint.address, options=GRPC_OPTIONS)
+        else:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls.ca),
+                private_key=_read(tls.key),
+                certificate_chain=_read(tls.cert),
+            )
+            self._channel = grpc.aio.secure_channel(endpoint.address, credentials, options=GRPC_OPTIONS)
+        self._stub: Stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        self._metadata = endpoint.grpc_metadata()
+        self._timeout = request_timeout
+
+    async def send(self, request: Any, log: RequestLog) -> str | None:
+        try:
+            await self._stub.ModelInfer(request, timeout=self._timeout, metadata=self._metadata)
+            return None
+        except grpc.aio.AioRpcError as err:
+            kind = err.code().name
+            if kind not in log.error_examples:
+                log.error_examples[kind] = one_line(err.details() or "")
+            return kind
+
+    async def statistics(self, model: str) -> ModelStatsSnapshot | None:
+        try:
+            reply = await self._stub.ModelStatistics(
+                service_pb2.ModelStatisticsRequest(name=model), timeout=5, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError:
+            return None
+        return snapshot_from_statistics(reply)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+class _HttpTransport(LoadTransport):
+    """tritonclient's asyncio HTTP client, one connection per request in flight (up to
+    ``connections``), so a closed loop of N never queues inside the client."""
+
+    def __init__(self, endpoint: Endpoint, request_timeout: float, connections: int) -> None:
+        import aiohttp
+        import tritonclient.http.aio as aio_http
+
+        self._aiohttp = aiohttp
+        tls: dict[str, Any] = {}
+        if endpoint.tls is not None:
+            tls = {"ssl": True, "ssl_context": tls_context(endpoint.tls)}
+        self._client = aio_http.InferenceServerClient(
+            endpoint.address, conn_limit=connections, conn_timeout=request_timeout, **tls
+        )
+        self._headers = endpoint.header_dict()
+
+    async def send(self, request: Any, log: RequestLog) -> str | None:
+        # infer() adds its own header to the dict it gets: each call gets a copy.
+        headers = dict(self._headers) if self._headers else None
+        try:
+            await self._client.infer(request.model, request.inputs, headers=headers)
+            return None
+        except InferenceServerException as err:
+            kind, message = f"HTTP_{err.status()}", str(err.message())
+        except asyncio.TimeoutError:
+            kind, message = "DEADLINE_EXCEEDED", "no reply within the request timeout"
+        except self._aiohttp.ClientConnectionError as err:
+            kind, message = "UNAVAILABLE", str(err)
+        except self._aiohttp.ClientError as err:
+            kind, message = "CLIENT_ERROR", str(err)
+        if kind not in log.error_examples:
+            log.error_examples[kind] = one_line(message)
+        return kind
+
+    async def statistics(self, model: str) -> ModelStatsSnapshot | None:
+        try:
+            reply = await self._client.get_inference_statistics(model, headers=self._headers)
+        except (InferenceServerException, asyncio.TimeoutError, self._aiohttp.ClientError):
+            return None
+        return snapshot_from_json(reply)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
 class LoadGenerator:
     """Sends ``requests`` (round robin) to one model at one load level until told to stop."""
 
     def __init__(
         self,
-        grpc_url: str,
-        requests: list[service_pb2.ModelInferRequest],
+        endpoint: Endpoint | str,
+        requests: list[Any],
         *,
         request_timeout: float = 30.0,
         max_in_flight: int = 2048,
         seed: int | None = None,
     ) -> None:
+        """``requests`` are prepared for ``endpoint``'s protocol (:func:`inputs.build_requests`);
+        a plain ``host:port`` is a gRPC endpoint."""
         if not requests:
             raise ValueError("at least one request payload is needed")
-        self.grpc_url = grpc_url
+        self.endpoint = Endpoint.grpc(endpoint) if isinstance(endpoint, str) else endpoint
         self.requests = requests
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
@@ -122,57 +260,58 @@ class LoadGenerator:
     async def run(
         self,
         load: LoadSpec,
-        controller: Callable[[RequestLog, service_pb2_grpc.GRPCInferenceServiceStub], Awaitable],
+        controller: Callable[[RequestLog, LoadTransport], Awaitable],
         *,
         max_requests: int,
     ) -> RequestLog:
-        """Drive ``load`` while ``controller(log, stub)`` runs; stop when it returns.
+        """Drive ``load`` while ``controller(log, transport)`` runs; stop when it returns.
 
-        The controller watches the log (windows, stability) and may use the stub for
+        The controller watches the log (windows, stability) and may use the transport for
         statistics calls. Load also stops after ``max_requests`` sends.
         """
         log = RequestLog()
         stop = asyncio.Event()
-        async with grpc.aio.insecure_channel(self.grpc_url, options=GRPC_OPTIONS) as channel:
-            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        connections = self.max_in_flight
+        if load.mode == LoadMode.CONCURRENCY:
+            connections = max(1, int(load.value))
+        transport = open_transport(
+            self.endpoint, request_timeout=self.request_timeout, connections=connections + 1
+        )
+        try:
             if load.mode == LoadMode.CONCURRENCY:
                 drivers = [
-                    asyncio.create_task(self._closed_worker(stub, log, stop, i, max_requests))
+                    asyncio.create_task(self._closed_worker(transport, log, stop, i, max_requests))
                     for i in range(max(1, int(load.value)))
                 ]
             else:
                 drivers = [
-                    asyncio.create_task(self._open_scheduler(stub, log, stop, load, max_requests))
+                    asyncio.create_task(self._open_scheduler(transport, log, stop, load, max_requests))
                 ]
             try:
-                await controller(log, stub)
+                await controller(log, transport)
             finally:
                 stop.set()
                 done, pending = await asyncio.wait(drivers, timeout=self.request_timeout + 1)
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*drivers, return_exceptions=True)
+        finally:
+            await transport.close()
         return log
 
-    async def _send(self, stub: Stub, log: RequestLog, index: int) -> str | None:
-        try:
-            await stub.ModelInfer(
-                self.requests[index % len(self.requests)], timeout=self.request_timeout
-            )
-            return None
-        except grpc.aio.AioRpcError as err:
-            kind = err.code().name
-            if kind not in log.error_examples:
-                log.error_examples[kind] = one_line(err.details() or "")
-            return kind
+    async def _send(self, transport: LoadTransport, log: RequestLog, index: int) -> str | None:
+        return await transport.send(self.requests[index % len(self.requests)], log)
 
     async def _closed_worker(
-        self, stub: Stub, log: RequestLog, stop: asyncio.Event, worker: int, cap: int
+        self, transport: LoadTransport, log: RequestLog, stop: asyncio.Event, worker: int, cap: int
     ) -> None:
         index = worker
+        send = transport.send
+        requests = self.requests
+        count = len(requests)
         while not stop.is_set() and len(log) < cap:
             start = time.perf_counter()
-            error = await self._send(stub, log, index)
+            error = await send(requests[index % count], log)
             end = time.perf_counter()
             log.record(end, end - start, error)
             index += 1
@@ -180,7 +319,12 @@ class LoadGenerator:
                 await asyncio.sleep(0.01)  # no server: don't spin on instant refusals
 
     async def _open_scheduler(
-        self, stub: Stub, log: RequestLog, stop: asyncio.Event, load: LoadSpec, cap: int
+        self,
+        transport: LoadTransport,
+        log: RequestLog,
+        stop: asyncio.Event,
+        load: LoadSpec,
+        cap: int,
     ) -> None:
         """Arrivals come from a ticker thread: ``time.sleep`` wakes within tens of microseconds,
         while asyncio's timers round up to whole milliseconds, which would add client-side lag
@@ -192,7 +336,7 @@ class LoadGenerator:
 
         async def one(index: int, due: float) -> None:
             log.send_lag.append(time.perf_counter() - due)
-            error = await self._send(stub, log, index)
+            error = await self._send(transport, log, index)
             end = time.perf_counter()
             log.record(end, end - due, error)
 

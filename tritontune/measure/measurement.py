@@ -22,9 +22,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import grpc
 import numpy as np
-from tritonclient.grpc import service_pb2
 
 from tritontune.measure.gpu_metrics import (
     GpuFigures,
@@ -34,9 +32,16 @@ from tritontune.measure.gpu_metrics import (
     summarize,
 )
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
-from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadSpec, RequestLog, Stub
+from tritontune.measure.loadgen import (
+    LoadGenerator,
+    LoadMode,
+    LoadSpec,
+    LoadTransport,
+    RequestLog,
+)
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
-from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
+from tritontune.server.client import ModelStatsSnapshot
+from tritontune.server.endpoint import Endpoint
 
 #: A load level whose share of failed requests is above this did not serve its load: the search
 #: does not count it as meeting the SLO, and ``check`` fails a model over it. Defined once here.
@@ -169,9 +174,9 @@ class _Edge:
 
 
 def measure_load(
-    grpc_url: str,
+    endpoint: Endpoint | str,
     model: str,
-    requests: list[service_pb2.ModelInferRequest],
+    requests: list[Any],
     load: LoadSpec,
     *,
     batch_size: int = 1,
@@ -181,12 +186,13 @@ def measure_load(
 ) -> Measurement:
     """Measure ``model`` at one load level (blocking; runs its own event loop).
 
-    With ``metrics_url`` (a server with GPUs), Triton's GPU gauges are scraped at every window
-    edge and summarized over the reported windows."""
+    ``requests`` are prepared for ``endpoint``'s protocol; a plain ``host:port`` is gRPC. With
+    ``metrics_url`` (a server with GPUs), Triton's GPU gauges are scraped at every window edge and
+    summarized over the reported windows."""
     settings = settings or MeasureSettings()
     with _no_gc_pauses():
         return asyncio.run(
-            _measure(grpc_url, model, requests, load, batch_size, settings, seed, metrics_url)
+            _measure(endpoint, model, requests, load, batch_size, settings, seed, metrics_url)
         )
 
 
@@ -213,7 +219,7 @@ def _no_gc_pauses() -> Iterator[None]:
 
 
 async def _measure(
-    grpc_url: str,
+    endpoint: Endpoint | str,
     model: str,
     requests: list[Any],
     load: LoadSpec,
@@ -223,7 +229,7 @@ async def _measure(
     metrics_url: str | None = None,
 ) -> Measurement:
     generator = LoadGenerator(
-        grpc_url,
+        endpoint,
         requests,
         request_timeout=settings.request_timeout_s,
         max_in_flight=settings.max_in_flight,
@@ -236,12 +242,8 @@ async def _measure(
     started = time.perf_counter()
     loop_thread = threading.get_native_id()  # the load generator's thread
 
-    async def snapshot(stub: Stub) -> ModelStatsSnapshot | None:
-        try:
-            reply = await stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=model), timeout=5)
-        except grpc.aio.AioRpcError:
-            return None
-        return snapshot_from_statistics(reply)
+    async def snapshot(transport: LoadTransport) -> ModelStatsSnapshot | None:
+        return await transport.statistics(model)
 
     async def scrape_gpus() -> None:
         # In a worker thread: a GET and a parse, off the event loop that sends the requests.
@@ -251,13 +253,13 @@ async def _measure(
             if readings is not None:
                 gpu_scrapes.append((at, readings))
 
-    async def controller(log: RequestLog, stub: Stub) -> None:
+    async def controller(log: RequestLog, transport: LoadTransport) -> None:
         deadline = started + settings.time_cap()
         await asyncio.sleep(settings.warmup_s)
         probe = None
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(stub)))
+        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(transport)))
         await scrape_gpus()
         while True:
             first = edges[-1]
@@ -272,7 +274,7 @@ async def _measure(
                 if len(log) >= settings.max_requests:
                     break
             edge = _Edge(time.perf_counter(), len(log), None)
-            edge.stats = await snapshot(stub)
+            edge.stats = await snapshot(transport)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
             await scrape_gpus()

@@ -17,6 +17,7 @@ from tritontune.measure.inputs import (
     read_input_data,
     synthesize_payloads,
 )
+from tritontune.server.endpoint import ClientProtocol
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,15 @@ class Workload:
 
 
 def prepare_requests(
-    model: str, metadata: dict[str, Any], workload: Workload, *, batching: bool
+    model: str,
+    metadata: dict[str, Any],
+    workload: Workload,
+    *,
+    batching: bool,
+    protocol: ClientProtocol = ClientProtocol.GRPC,
 ) -> list[Any]:
-    """The gRPC requests for ``model`` (``metadata`` as the server reports it); ``batching``: the
-    loaded config takes a batch dimension."""
+    """The requests for ``model`` (``metadata`` as the server reports it) in ``protocol``;
+    ``batching``: the loaded config takes a batch dimension."""
     specs = input_specs(metadata, batching)
     if workload.input_data is not None:
         payloads = read_input_data(
@@ -47,4 +53,4 @@ def prepare_requests(
             dynamic_dim=workload.dynamic_dim,
             seed=workload.seed,
         )
-    return build_requests(model, payloads, specs)
+    return build_requests(model, payloads, specs, protocol)

@@ -1,4 +1,4 @@
-"""A thin wrapper over tritonclient's gRPC client for the control plane tritontune needs.
+"""A thin wrapper over tritonclient's gRPC and HTTP clients for the control plane tritontune needs.
 
 Load a model with a config override (no server restart between variants), unload it, read the
 loaded config back, server metadata, per-model statistics and the Prometheus metrics endpoint.
@@ -8,17 +8,20 @@ The request hot path (load generation) lives in :mod:`tritontune.measure`.
 
 from __future__ import annotations
 
+import ssl
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from tritontune.config.model_config import ModelConfig, config_to_json
-from tritontune.errors import ModelLoadError, ServerError
+from tritontune.config.model_config import ModelConfig, config_from_json, config_to_json
+from tritontune.errors import InputError, ModelLoadError, ServerError
+from tritontune.server.endpoint import ClientProtocol, Endpoint, TlsSettings
 
 #: gRPC messages up to this size (large batched tensors exceed gRPC's 4 MiB default).
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -80,46 +83,144 @@ def snapshot_from_statistics(response: Any) -> ModelStatsSnapshot:
     return ModelStatsSnapshot(**totals)
 
 
-class TritonClient:
-    """Control-plane calls to one Triton server over gRPC (``host:port``)."""
+def snapshot_from_json(response: dict[str, Any]) -> ModelStatsSnapshot:
+    """Sum the HTTP API's statistics (JSON; the same fields) into one snapshot."""
+    totals = dict.fromkeys(_STAT_FIELDS, 0)
+    for stats in response.get("model_stats", []):
+        inf = stats.get("inference_stats", {})
 
-    def __init__(self, grpc_url: str, metrics_url: str | None = None, timeout: float = 120.0):
-        self.grpc_url = grpc_url
+        def stat(name: str, field: str, inf: dict = inf) -> int:
+            return int(inf.get(name, {}).get(field, 0))
+
+        totals["success_count"] += stat("success", "count")
+        totals["fail_count"] += stat("fail", "count")
+        totals["inference_count"] += int(stats.get("inference_count", 0))
+        totals["execution_count"] += int(stats.get("execution_count", 0))
+        totals["queue_ns"] += stat("queue", "ns")
+        totals["compute_input_ns"] += stat("compute_input", "ns")
+        totals["compute_infer_ns"] += stat("compute_infer", "ns")
+        totals["compute_output_ns"] += stat("compute_output", "ns")
+        totals["cache_hit_count"] += stat("cache_hit", "count")
+    return ModelStatsSnapshot(**totals)
+
+
+def _grpc_client(endpoint: Endpoint) -> Any:
+    tls = endpoint.tls
+    if tls is None:
+        return grpcclient.InferenceServerClient(endpoint.address, channel_args=GRPC_OPTIONS)
+    return grpcclient.InferenceServerClient(
+        endpoint.address,
+        channel_args=GRPC_OPTIONS,
+        ssl=True,
+        root_certificates=_path(tls.ca),
+        private_key=_path(tls.key),
+        certificate_chain=_path(tls.cert),
+    )
+
+
+def _http_client(endpoint: Endpoint, timeout: float) -> Any:
+    import tritonclient.http as httpclient  # gevent-based: imported only when HTTP is asked for
+
+    tls = endpoint.tls
+    options: dict[str, Any] = {}
+    if tls is not None:
+        options = {"ssl": True, "ssl_context_factory": lambda: tls_context(tls, for_gevent=True)}
+    return httpclient.InferenceServerClient(
+        endpoint.address, connection_timeout=10.0, network_timeout=timeout, **options
+    )
+
+
+def tls_context(tls: TlsSettings, *, for_gevent: bool = False) -> ssl.SSLContext:
+    """A client TLS context: verifies the server (``tls.ca``, else the system's CAs) and presents
+    the client certificate when one is given. ``for_gevent``: gevent's own context, for the sync
+    HTTP client (its sockets are gevent sockets)."""
+    if for_gevent:
+        from gevent import ssl as gevent_ssl  # type: ignore[import-untyped]
+
+        factory: Callable[..., ssl.SSLContext] = gevent_ssl.create_default_context
+    else:
+        factory = ssl.create_default_context
+    try:
+        context = factory(cafile=_path(tls.ca))
+        if tls.cert is not None:
+            context.load_cert_chain(str(tls.cert), _path(tls.key))
+    except (OSError, ssl.SSLError) as err:
+        raise InputError(f"--ssl-ca/--ssl-cert/--ssl-key: cannot use the files ({err})") from None
+    return context
+
+
+def _path(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
+
+
+class TritonClient:
+    """Control-plane calls to one Triton server over gRPC or HTTP (an :class:`Endpoint`, or a
+    plain gRPC ``host:port``), with the endpoint's TLS and headers on every call."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint | str,
+        metrics_url: str | None = None,
+        timeout: float = 120.0,
+    ):
+        self.endpoint = Endpoint.grpc(endpoint) if isinstance(endpoint, str) else endpoint
         self.metrics_url = metrics_url
         self.timeout = timeout
-        self._client = grpcclient.InferenceServerClient(grpc_url, channel_args=GRPC_OPTIONS)
+        self._http = self.endpoint.protocol == ClientProtocol.HTTP
+        metadata = self.endpoint.grpc_metadata()
+        self._headers = self.endpoint.header_dict() if self._http else (dict(metadata or ()) or None)
+        self._client: Any = (
+            _http_client(self.endpoint, timeout) if self._http else _grpc_client(self.endpoint)
+        )
+
+    @property
+    def grpc_url(self) -> str:
+        """Where the client talks (kept for messages; gRPC or HTTP)."""
+        return self.endpoint.url()
 
     def close(self) -> None:
         self._client.close()
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return fn(*args, headers=self._headers, **kwargs)
         except InferenceServerException as err:
             raise ServerError(f"{what} on {self.grpc_url}: {triton_reason(err)}") from None
+        except OSError as err:  # HTTP: refused, reset, TLS failures (gRPC reports them as above)
+            raise ServerError(f"{what} on {self.grpc_url}: {err}") from None
+
+    def _json(self) -> dict[str, Any]:
+        """``as_json=True`` for gRPC calls (HTTP answers JSON anyway)."""
+        return {} if self._http else {"as_json": True}
 
     def is_ready(self) -> bool:
         try:
-            return bool(self._client.is_server_ready(client_timeout=2.0))
-        except InferenceServerException:
+            if self._http:
+                return bool(self._client.is_server_ready(headers=self._headers))
+            return bool(self._client.is_server_ready(headers=self._headers, client_timeout=2.0))
+        except (InferenceServerException, OSError):
             return False
 
     def server_metadata(self) -> dict:
-        return self._call("server metadata", self._client.get_server_metadata, as_json=True)
+        return self._call("server metadata", self._client.get_server_metadata, **self._json())
 
     def server_version(self) -> str:
         return str(self.server_metadata().get("version", "unknown"))
 
     def load_model(self, name: str, config: ModelConfig | None = None) -> None:
         """(Re)load ``name``, with ``config`` overriding its config.pbtxt when given."""
+        timeout = {} if self._http else {"client_timeout": self.timeout}
         try:
             self._client.load_model(
                 name,
                 config=config_to_json(config) if config is not None else None,
-                client_timeout=self.timeout,
+                headers=self._headers,
+                **timeout,
             )
         except InferenceServerException as err:
             raise ModelLoadError(f"model {name!r} failed to load: {triton_reason(err)}") from None
+        except OSError as err:
+            raise ServerError(f"loading {name!r} on {self.grpc_url}: {err}") from None
 
     def unload_model(self, name: str) -> None:
         self._call(f"unloading {name!r}", self._client.unload_model, name)
@@ -127,25 +228,25 @@ class TritonClient:
     def model_config(self, name: str) -> ModelConfig:
         """The config the server is running for ``name`` (after auto-complete and overrides)."""
         response = self._call(f"config of {name!r}", self._client.get_model_config, name)
-        return response.config
+        return config_from_json(response) if self._http else response.config
 
     def model_metadata(self, name: str) -> dict:
-        return self._call(f"metadata of {name!r}", self._client.get_model_metadata, name, as_json=True)
+        return self._call(f"metadata of {name!r}", self._client.get_model_metadata, name, **self._json())
 
     def is_model_ready(self, name: str) -> bool:
         try:
-            return bool(self._client.is_model_ready(name))
-        except InferenceServerException:
+            return bool(self._client.is_model_ready(name, headers=self._headers))
+        except (InferenceServerException, OSError):
             return False
 
     def repository_index(self) -> list[dict]:
-        index = self._call("repository index", self._client.get_model_repository_index, as_json=True)
-        return list(index.get("models", []))
+        index = self._call("repository index", self._client.get_model_repository_index, **self._json())
+        return list(index) if isinstance(index, list) else list(index.get("models", []))
 
     def model_statistics(self, name: str) -> ModelStatsSnapshot:
         """Cumulative counters for ``name`` (all versions summed)."""
         response = self._call(f"statistics of {name!r}", self._client.get_inference_statistics, name)
-        return snapshot_from_statistics(response)
+        return snapshot_from_json(response) if self._http else snapshot_from_statistics(response)
 
     def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Prometheus metrics: family name -> [(labels, value), ...]."""
@@ -177,7 +278,7 @@ class TritonClient:
         the repository) than in the other modes (loading is not allowed at all).
         """
         try:
-            self._client.load_model("__tritontune_probe_no_such_model__")
+            self._client.load_model("__tritontune_probe_no_such_model__", headers=self._headers)
         except InferenceServerException as err:
             reason = triton_reason(err).lower()
             return "not allowed" not in reason and "polling is enabled" not in reason

@@ -1,8 +1,9 @@
 """Which server a job runs on: one :class:`LaunchSettings`, one factory.
 
 The CLI turns ``--launch/--url/--image/--gpus/--shm-size/--tritonserver/--server-arg/--server-log``
-into a :class:`LaunchSettings` once; sessions get a launcher from :func:`make_launcher`, so no
-other module chooses between the launchers (the seam httpx keeps for its transports).
+and the client options (``--protocol``, TLS, ``--header``) into a :class:`LaunchSettings` once;
+sessions get a launcher from :func:`make_launcher`, so no other module chooses between the
+launchers (the seam httpx keeps for its transports).
 
 ``--server-arg`` passes flags through to the server tritontune starts, except the ones tritontune
 sets itself and depends on (:data:`OWNED_FLAGS`): overriding those would break the launch in ways
@@ -19,6 +20,7 @@ from pathlib import Path
 from tritontune.enums import TextEnum
 from tritontune.errors import InputError
 from tritontune.server.docker import DockerSettings, DockerTritonLauncher
+from tritontune.server.endpoint import ClientSettings
 from tritontune.server.launcher import TritonLauncher
 from tritontune.server.local import LocalTritonLauncher
 from tritontune.server.remote import RemoteTriton
@@ -85,7 +87,9 @@ def check_server_args(args: tuple[str, ...]) -> tuple[str, ...]:
 class LaunchSettings:
     kind: LaunchKind = LaunchKind.LOCAL
     url: str | None = None
-    """gRPC ``HOST:PORT`` of a remote server."""
+    """``[SCHEME://]HOST[:PORT]`` of a remote server (read by :func:`resolve_url`)."""
+    client: ClientSettings = field(default_factory=ClientSettings)
+    """How control and load requests talk to the server, whichever launcher."""
     tritonserver: Path | None = None
     """The binary a local launch starts (default: from PATH, else the bundled build)."""
     docker: DockerSettings = field(default_factory=DockerSettings)
@@ -117,19 +121,28 @@ def make_launcher(
 ) -> TritonLauncher:
     """The launcher ``settings`` asks for, serving ``repository_root``. ``mounts`` (called only
     for a container) are the directories the repository's links lead into."""
+    if settings.kind == LaunchKind.REMOTE:
+        return RemoteTriton(settings.url or "", client=settings.client)  # which says --url is needed
+    if settings.client.tls is not None:
+        raise InputError(
+            f"--ssl/--ssl-ca/--ssl-cert/--ssl-key are for --launch remote: the server --launch "
+            f"{settings.kind} starts listens on 127.0.0.1 without TLS"
+        )
+    launcher: TritonLauncher
     if settings.kind == LaunchKind.LOCAL:
-        return LocalTritonLauncher(
+        launcher = LocalTritonLauncher(
             repository_root,
             binary=settings.tritonserver,
             log_path=log_path,
             extra_args=settings.server_args,
         )
-    if settings.kind == LaunchKind.DOCKER:
-        return DockerTritonLauncher(
+    else:
+        launcher = DockerTritonLauncher(
             repository_root,
             settings.docker,
             mounts=mounts(),
             log_path=log_path,
             extra_args=settings.server_args,
         )
-    return RemoteTriton(settings.url or "")  # which says that --url is required
+    launcher.client_settings = settings.client
+    return launcher

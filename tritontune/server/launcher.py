@@ -16,15 +16,19 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 
 from tritontune.config.validate import TargetCapabilities
+from tritontune.errors import ServerError
 from tritontune.server.client import TritonClient
+from tritontune.server.endpoint import ClientProtocol, ClientSettings, Endpoint
 
 
 @dataclass(frozen=True)
 class ServerInfo:
     """What a started server is: where it listens and what it can do."""
 
-    grpc_url: str
+    grpc_url: str | None
+    """gRPC ``host:port`` (None: a remote server reached over HTTP only)."""
     http_url: str | None
+    """``http://host:port`` (None: a remote server reached over gRPC only)."""
     metrics_url: str | None
     version: str
     capabilities: TargetCapabilities
@@ -37,6 +41,8 @@ class TritonLauncher(ABC):
 
     #: False for servers somebody else runs: never unload models tritontune didn't load there.
     owns_server: bool = True
+    #: How control and load requests talk to the server (protocol, TLS, headers).
+    client_settings: ClientSettings = ClientSettings()
 
     @abstractmethod
     def start(self) -> ServerInfo:
@@ -68,9 +74,13 @@ class TritonLauncher(ABC):
         self.stop()
         return self.start()
 
+    def endpoint(self) -> Endpoint:
+        """Where control and load requests go: the running server's API in the chosen protocol."""
+        return endpoint_of(self.info, self.client_settings)
+
     def client(self) -> TritonClient:
         """A new control-plane client for the running server."""
-        return TritonClient(self.info.grpc_url, self.info.metrics_url)
+        return TritonClient(self.endpoint(), self.info.metrics_url)
 
     def __enter__(self) -> TritonLauncher:
         _terminate_as_interrupt()
@@ -106,6 +116,17 @@ def telling_line(log_tail: str) -> str:
     return lines[-1] if lines else "(no log output)"
 
 
+def endpoint_of(info: ServerInfo, settings: ClientSettings) -> Endpoint:
+    """The endpoint of ``info`` in the protocol ``settings`` choose."""
+    if settings.wire == ClientProtocol.HTTP:
+        address = (info.http_url or "").split("://", 1)[-1]
+    else:
+        address = info.grpc_url or ""
+    if not address:
+        raise ServerError(f"the server ({info.launch}) has no known {settings.wire} endpoint")
+    return settings.endpoint(address)
+
+
 def http_ready(http_url: str) -> bool:
     """Whether the server at ``http_url`` says it is ready (``/v2/health/ready``)."""
     try:
@@ -118,11 +139,16 @@ def http_ready(http_url: str) -> bool:
 def loopback_server_info(
     ports: tuple[int, int, int], *, launch: str, backends: frozenset[str], response_cache: bool
 ) -> ServerInfo:
-    """Ask a server just started on 127.0.0.1 (gRPC, HTTP, metrics ports) what it is."""
+    """Ask a server just started on 127.0.0.1 (gRPC, HTTP, metrics ports) what it is.
+
+    Asked over HTTP, which tritonserver never serves with TLS (its gRPC may be, with
+    ``--grpc-use-ssl``)."""
     grpc_port, http_port, metrics_port = ports
     grpc_url = f"127.0.0.1:{grpc_port}"
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-    client = TritonClient(grpc_url, metrics_url)
+    client = TritonClient(
+        Endpoint(ClientProtocol.HTTP, f"127.0.0.1:{http_port}"), metrics_url, timeout=30.0
+    )
     try:
         version = client.server_version()
         gpus = client.gpu_count()
