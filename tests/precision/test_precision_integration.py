@@ -85,11 +85,13 @@ def test_profile_cli_shows_accuracy_and_refuses_an_inaccurate_variant(example_re
             "--window", "0.3s", "--warmup", "0.2s", "--max-queue-delay", "1ms"]  # fmt: skip
     ok = runner.invoke(app, [*base, "--precision", "fp16"])
     assert ok.exit_code == 0, ok.output
-    assert re.search(r"accuracy of fp16 against fp32: cos (0\.99|1\.000)\d*, top-1 ", ok.output)
+    # SCORES holds class scores: judged by top-1 agreement (the gate's figure for a classifier)
+    assert re.search(r"accuracy of fp16 against fp32: SCORES \(classifier\): top-1 \d+\.\d%", ok.output)
+    assert "recipe: fp16: FP16 weights and compute, FP32 inputs/outputs" in ok.output
     assert "fp16" in ok.output  # in the knobs line of the table title
     refused = runner.invoke(app, [*base, "--precision", "fp16", "--accuracy", "rel=0,max_abs=0"])
     assert refused.exit_code == 2
-    assert "precision fp16: rejected, not measured: relative error" in refused.output
+    assert "precision fp16: rejected, not measured: SCORES: relative error" in refused.output
     bad = runner.invoke(app, [*base, "--precision", "fp8"])
     assert bad.exit_code == 2 and "precision 'fp8' is not one of" in bad.output
 
