@@ -38,3 +38,36 @@ def test_report_states_the_playoff_winner_with_its_interval(example_repository: 
     assert data.gain is not None and data.gain.median == pytest.approx(2.0)
     figures = data.to_dict()
     assert figures["playoff"]["winner"] == 0 and figures["figures"] == "playoff"
+
+
+def test_gpu_figures_are_shown_per_gpu_or_their_absence_said(example_repository: Path):
+    from dataclasses import replace
+
+    import optuna
+
+    from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
+    from tritontune.report.html import gpu_figures, render_report
+
+    cpu_only = collect(read_study(make_study(example_repository, [3000, 6000])))
+    assert cpu_only.gpu_points == [] and cpu_only.gpu_note == NO_GPUS
+    assert cpu_only.to_dict()["gpu"] == NO_GPUS and gpu_figures(cpu_only) is None
+
+    def gpus(used_gib: float, util: float) -> tuple[GpuFigures, ...]:
+        return tuple(
+            GpuFigures(uuid, 4, util, used_gib * 2**30, 80 * 2**30, 250.0)
+            for uuid in ("GPU-aaa", "GPU-bbb")
+        )
+
+    data = collect(read_study(make_study(example_repository, [3000, 6000])))
+    data.points = [replace(p, gpu=gpus(2.0 + i, 0.5)) for i, p in enumerate(data.points)]
+    memory, utilization = gpu_figures(data)
+    assert len(memory.data) == len(utilization.data) == 2  # one trace per GPU
+    assert list(memory.data[0].y) == [2.0 + i for i in range(len(data.points))]
+    assert set(utilization.data[1].y) == {50.0}
+    assert data.to_dict()["gpu"][0]["gpus"][0]["gpu_uuid"] == "GPU-aaa"
+    for shown in (data, cpu_only):  # the made-up trials' knobs lack what a table row shows
+        for r in shown.top:
+            r.knobs.setdefault("instance_group", [{"count": 1, "kind": "KIND_CPU"}])
+    page = render_report(data, optuna.create_study())
+    assert "GPU memory used (max over the level) against p99" in page and NO_GPUS not in page
+    assert NO_GPUS in render_report(cpu_only, optuna.create_study())

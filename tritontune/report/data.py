@@ -8,9 +8,10 @@ the study's trials and attributes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
 from tritontune.measure.loadgen import LoadMode
 from tritontune.report.capacity import DEFAULT_HEADROOM, CapacityPlan, plan_capacity
 from tritontune.search.operating_point import LevelResult, OperatingPoint
@@ -33,6 +34,8 @@ class MeasuredPoint:
     p99_s: float
     meets_slo: bool
     on_frontier: bool = False
+    gpu: tuple[GpuFigures, ...] | None = None
+    """Per GPU over the level's windows; None where the server reported no GPUs."""
 
 
 @dataclass
@@ -63,6 +66,16 @@ class ReportData:
     gain: Interval | None = None
     """The winner's gain over the baseline (the playoff's per-round ratios)."""
     playoff: PlayoffResult | None = None
+
+    @property
+    def gpu_points(self) -> list[MeasuredPoint]:
+        """The measured levels that have GPU figures (none on a CPU-only server)."""
+        return [p for p in self.points if p.gpu]
+
+    @property
+    def gpu_note(self) -> str | None:
+        """Why the report has no GPU figures, said rather than shown as zeros."""
+        return None if self.gpu_points else NO_GPUS
 
     def improvement(self, result: TrialResult) -> float | None:
         """A screening figure's gain over the baseline's screening figure."""
@@ -104,6 +117,16 @@ class ReportData:
             "capacity": self.capacity.to_dict() if self.capacity else None,
             "warnings": self.warnings,
             "trials": self.trials,
+            "gpu": [
+                {
+                    "trial": p.trial,
+                    "load": p.load,
+                    "p99_ms": _ms(p.p99_s),
+                    "gpus": [g.to_dict() for g in p.gpu or ()],
+                }
+                for p in self.gpu_points
+            ]
+            or self.gpu_note,
         }
 
 
@@ -130,10 +153,7 @@ def pareto_front(points: list[MeasuredPoint]) -> list[MeasuredPoint]:
         if point.throughput > best_so_far:
             front.add(id(point))
             best_so_far = point.throughput
-    return [
-        MeasuredPoint(p.trial, p.load, p.throughput, p.p50_s, p.p99_s, p.meets_slo, id(p) in front)
-        for p in points
-    ]
+    return [replace(p, on_frontier=id(p) in front) for p in points]
 
 
 def _points(baseline: OperatingPoint | None, results: list[TrialResult]) -> list[MeasuredPoint]:
@@ -145,7 +165,13 @@ def _points(baseline: OperatingPoint | None, results: list[TrialResult]) -> list
         for level in op.levels:
             points.append(
                 MeasuredPoint(
-                    trial, level.load, level.throughput, level.p50_s, level.p99_s, level.meets_slo
+                    trial,
+                    level.load,
+                    level.throughput,
+                    level.p50_s,
+                    level.p99_s,
+                    level.meets_slo,
+                    gpu=level.gpu,
                 )
             )
     return pareto_front(points)

@@ -121,6 +121,45 @@ def latency_figure(data: ReportData) -> go.Figure:
     return figure
 
 
+def gpu_figures(data: ReportData) -> tuple[go.Figure, go.Figure] | None:
+    """GPU memory against p99, and utilization against load, one trace per GPU over every
+    measured level; None when the server reported no GPUs (the report then says so)."""
+    points = data.gpu_points
+    if not points:
+        return None
+    memory, utilization = go.Figure(), go.Figure()
+    uuids = sorted({g.uuid for p in points for g in p.gpu or ()})
+    for index, uuid in enumerate(uuids):
+        rows = [(p, g) for p in points for g in p.gpu or () if g.uuid == uuid]
+        labels = ["baseline" if p.trial is None else f"trial {p.trial}" for p, _ in rows]
+        name = f"GPU {index} ({uuid[:12]})"
+        memory.add_trace(
+            go.Scatter(
+                x=[p.p99_s * 1e3 for p, _ in rows],
+                y=[(g.memory_used_max_bytes or 0) / 2**30 for _, g in rows],
+                mode="markers", name=name, text=labels,
+                hovertemplate="%{text}<br>p99 %{x:.2f} ms, %{y:.2f} GiB<extra></extra>",
+            )
+        )  # fmt: skip
+        utilization.add_trace(
+            go.Scatter(
+                x=[p.load for p, _ in rows],
+                y=[(g.utilization_mean or 0) * 100 for _, g in rows],
+                mode="markers", name=name, text=labels,
+                hovertemplate="%{text}<br>load %{x}, %{y:.0f} % busy<extra></extra>",
+            )
+        )  # fmt: skip
+    memory.update_layout(
+        title="GPU memory used (max over the level) against p99",
+        xaxis_title="p99 latency (ms)", yaxis_title="GiB",
+    )  # fmt: skip
+    utilization.update_layout(
+        title="GPU utilization (mean over the level) against load",
+        xaxis_title="load (concurrency or req/s)", yaxis_title="% busy", yaxis_range=[0, 105],
+    )  # fmt: skip
+    return memory, utilization
+
+
 def _optuna_figures(study: optuna.Study) -> tuple[str | None, str | None, str | None]:
     """Optuna's history and importances, or why the importances can't be computed."""
     history = importances = note = None
@@ -150,6 +189,7 @@ def render_report(data: ReportData, study: optuna.Study) -> str:
         plotly_js=get_plotlyjs(),
         frontier=_figure_html(frontier_figure(data), "fig-frontier"),
         latency=_figure_html(latency_figure(data), "fig-latency"),
+        gpu=[_figure_html(f, f"fig-gpu-{i}") for i, f in enumerate(gpu_figures(data) or ())],
         history=history,
         importances=importances,
         importance_note=importance_note,
