@@ -39,8 +39,22 @@ def test_every_template_folder_ships_its_templates():
 def test_license_is_an_spdx_string():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "Apache-2.0"
+
+
+def test_no_install_brings_two_onnxruntime_builds():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert "onnxruntime-gpu" not in str(extras), "two onnxruntime builds break each other"
+
+    def builds(requirements: list[str]) -> set[str]:
+        names = {r.split(">")[0].split("=")[0].split("[")[0].strip() for r in requirements}
+        return names & {"onnxruntime", "onnxruntime-gpu"}
+
+    assert builds(project["dependencies"]) == set(), "the base install chooses no build"
+    assert builds(extras["cpu"]) == {"onnxruntime"} and builds(extras["gpu"]) == {"onnxruntime-gpu"}
+    for name, requirements in extras.items():
+        assert len(builds(requirements)) <= 1, name
+    # the extras that bring a build bring the CPU one, so only [gpu] with them would mix builds
+    assert builds(extras["local"]) == builds(extras["dev"]) == {"onnxruntime"}
 
 
 def test_the_ci_example_installs_tritontune_from_the_checkout():

@@ -363,9 +363,18 @@ def _p_is_2(node: onnx.NodeProto) -> bool:
 
 
 def _session(model: Path) -> onnxruntime.InferenceSession:
+    """On the GPU when onnxruntime-gpu sees one (``tritontune[gpu]``), else the CPU: FP32 and the
+    variant always run on the same provider, so the comparison is like for like."""
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(str(model), options, providers=accuracy_providers())
+
+
+def accuracy_providers() -> list[str]:
+    available = onnxruntime.get_available_providers()
+    if "CUDAExecutionProvider" in available:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 _ORT_TO_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16}

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,8 +122,13 @@ def server_environment(binary: TritonBinary) -> dict[str, str]:
     """
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    if binary.library_dirs:
-        extra = [str(d) for d in binary.library_dirs]
+    extra = [str(d) for d in binary.library_dirs]
+    # The stub embeds libpython3.X: Debian's is on the loader's path, but an interpreter built
+    # with a shared libpython elsewhere (pyenv, a custom prefix) has it in its own LIBDIR.
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and libdir and Path(libdir).is_dir():
+        extra.append(str(libdir))
+    if extra:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             extra + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
         )
