@@ -153,48 +153,59 @@ def precision_data(
             specs, batch_size=batch, batching=batching, dynamic_dim=dynamic_dim, count=count, seed=seed
         )
 
+    def read(path: Path) -> list[dict]:
+        return read_input_data(path, specs, batch_size=1, batching=batching)
+
     if input_data is None and calibration_data is None:
         integers = tuple(
             s.name for s in specs if s.datatype.startswith(("INT", "UINT")) or s.datatype == "BOOL"
         )
+        calibration, evaluation = draw(8, 16, seed=101), draw(32, 4, seed=202)
         return PrecisionData(
-            draw(8, 16, seed=101),
-            draw(32, 4, seed=202),
+            calibration,
+            evaluation,
             "synthesized",
-            calibration_samples=16 * (8 if batching else 1),
-            evaluation_samples=4 * (32 if batching else 1),
+            calibration_samples=_rows(calibration, batching),
+            evaluation_samples=_rows(evaluation, batching),
             synthesized_integers=integers,
         )
     problem = None
     if calibration_data is not None:
         try:
-            calibrate = read_input_data(calibration_data, specs, batch_size=1, batching=batching)
+            calibrate = read(calibration_data)
         except InputError as err:  # only static INT8 needs it: that variant alone is refused
             calibrate, problem = [], str(err)
         if input_data is not None:
-            evaluate = read_input_data(input_data, specs, batch_size=1, batching=batching)
+            evaluation = _batched(read(input_data), batching)
             source = f"calibration {calibration_data}, evaluation {input_data}"
         else:
-            evaluate = draw(32, 4, seed=202)
+            evaluation = draw(32, 4, seed=202)
             source = f"calibration {calibration_data}, evaluation synthesized"
     else:
         assert input_data is not None
-        samples = read_input_data(input_data, specs, batch_size=1, batching=batching)
+        samples = read(input_data)
         if len(samples) >= MIN_SPLIT_SAMPLES:
             calibrate, evaluate = samples[0::2], samples[1::2]
             source = f"{input_data} (disjoint halves)"
         else:  # too few to split: nothing to calibrate on; the others are judged on all
             calibrate, evaluate = [], samples
             source = f"{input_data} ({len(samples)} samples: too few to split)"
-    rows = sum(next(iter(e.values())).shape[0] if batching else 1 for e in evaluate)
+        evaluation = _batched(evaluate, batching)
     return PrecisionData(
         _batched(calibrate, batching),
-        _batched(evaluate, batching) if input_data is not None else evaluate,
+        evaluation,
         source,
         calibration_samples=len(calibrate),
-        evaluation_samples=rows,
+        evaluation_samples=_rows(evaluation, batching),
         calibration_problem=problem,
     )
+
+
+def _rows(batches: Sequence[dict], batching: bool) -> int:
+    """How many samples ``batches`` hold (rows of the batch dimension, when there is one)."""
+    if not batching:
+        return len(batches)
+    return sum(next(iter(batch.values())).shape[0] for batch in batches)
 
 
 def _refusal(precision: Precision, data: PrecisionData) -> str | None:
