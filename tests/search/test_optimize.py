@@ -58,7 +58,8 @@ def settings(**overrides) -> SearchSettings:
 
 def test_search_records_typed_results_and_picks_the_highest_throughput(source):
     session = FakeSession(source)
-    result = run_search(session, SPACE, settings(trials=10))  # more than the space has
+    storage = optuna.storages.InMemoryStorage()
+    result = run_search(session, SPACE, settings(trials=10, storage=storage))  # more than the space
     record = result.study
     assert len(record.results) == 6 and not record.failed
     assert record.best is not None and record.best.knobs["max_batch_size"] == 16
@@ -78,6 +79,9 @@ def test_search_records_typed_results_and_picks_the_highest_throughput(source):
     assert record.context.server_version == "2.51.0"
     assert record.context.model_files  # hashed for a new study
     assert result.stop_reason == "every one of the space's 6 configs was tried"
+    # The ordered choice is stored snapped: the dashboard's param column shows 4, 8 or 16.
+    stored = optuna.load_study(study_name="s", storage=storage).trials
+    assert {t.params["max_batch_size"] for t in stored if "max_batch_size" in t.params} == {4, 8, 16}
 
 
 def test_a_server_death_is_measured_again_not_blamed_on_the_config(source):

@@ -202,8 +202,10 @@ def test_a_config_files_space_mapping_is_read_like_a_space_file():
 
 
 def test_the_dashboard_shows_each_knobs_real_value():
-    """optuna-dashboard shows a trial's params and user attributes: an ordered dimension's param
-    is the sampler's float, so each knob's snapped value is kept as ``value:KNOB`` beside it."""
+    """optuna-dashboard shows a trial's params and user attributes: the search's sampler snaps an
+    ordered dimension before Optuna stores it, so the param is the value the config used; each
+    knob is also kept as ``value:KNOB`` (with its unit)."""
+    from tritontune.search.sampler import snapping
     from tritontune.search.study import save_point
 
     space = SearchSpace(
@@ -215,21 +217,36 @@ def test_the_dashboard_shows_each_knobs_real_value():
         }
     )
     study = optuna.create_study(
-        storage=optuna.storages.InMemoryStorage(), sampler=optuna.samplers.TPESampler(seed=1)
+        storage=optuna.storages.InMemoryStorage(),
+        sampler=snapping(optuna.samplers.TPESampler(seed=1, n_startup_trials=4), space),
     )
-    for _ in range(12):
+    for _ in range(12):  # past the random start: TPE's own proposals are snapped too
         trial = study.ask()
         point = space.suggest(trial)
         save_point(trial, point)
         study.tell(trial, float(point["max_batch_size"]))
     for frozen in study.trials:
         attrs = frozen.user_attrs
-        assert attrs["value:max_batch_size"] in (4, 8, 16, 32, 64)
-        assert attrs["value:max_queue_delay_us"] in (100, 500, 2000, 8000)
+        assert frozen.params["max_batch_size"] in (4, 8, 16, 32, 64)
+        assert frozen.params["max_queue_delay"] in (100, 500, 2000, 8000)
+        assert attrs["value:max_batch_size"] == frozen.params["max_batch_size"]
+        assert attrs["value:max_queue_delay_us"] == frozen.params["max_queue_delay"]
         assert attrs["value:dynamic_batching"] is True
         assert attrs["value:instance_count"] == frozen.params["instance_count"]
         assert attrs["value:max_batch_size"] == attrs["point"]["max_batch_size"]
-    # The sampler keeps its ordered (log-scaled float) coordinate: TPE still learns neighbours.
+    # Still a (log-scaled) float distribution: TPE learns that neighbours behave alike.
     assert isinstance(
         study.trials[0].distributions["max_batch_size"], optuna.distributions.FloatDistribution
     )
+
+
+def test_snapping_wraps_the_base_sampler_once():
+    from tritontune.search.sampler import SnappingSampler, snapping
+
+    base = optuna.samplers.RandomSampler(seed=0)
+    once = snapping(base, SearchSpace({"max_batch_size": Choice((1, 2, 4))}))
+    twice = snapping(once, SearchSpace({"max_batch_size": Choice((8, 16, 32))}))
+    assert isinstance(twice, SnappingSampler) and twice.base is base
+    study = optuna.create_study(sampler=twice)
+    trial = study.ask()
+    assert trial.suggest_float("max_batch_size", 5.6, 45.3, log=True) in (8, 16, 32)

@@ -55,6 +55,7 @@ from tritontune.search.playoff import (
     RoundFigure,
     run_playoff,
 )
+from tritontune.search.sampler import snapping
 from tritontune.search.space import Choice, SearchSpace, SpaceSource, apply_space, default_space
 from tritontune.search.study import (
     DEFAULT_STORAGE,
@@ -370,6 +371,7 @@ def run_search(
         settings.storage, name, identity=identity, sampler=make_sampler(settings)
     )
     space = _prepare_precisions(study, session, space, settings, progress)
+    study.sampler = snapping(study.sampler, space)
     _keep_space(study, resumed, space, settings)
     ensure_context(study, lambda: _context(session, settings))
     _check_host(study, session, settings)

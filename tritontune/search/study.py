@@ -90,10 +90,9 @@ class _TrialKey:
     WORKER = "worker"
     SURPLUS = "surplus"
     #: ``value:KNOB`` (``value:max_queue_delay_us`` for a delay): each knob of the point as its
-    #: own attribute, the real value a person reads in optuna-dashboard. The trial's *param* of
-    #: an ordered dimension is the sampler's coordinate (a float snapped to the nearest value,
-    #: see :class:`tritontune.search.space.Choice`), kept so TPE learns that neighbours behave
-    #: alike; studies made before these attributes read the same (the point is in ``POINT``).
+    #: own attribute, named with its unit, for optuna-dashboard. The trial's params show the same
+    #: values (the search's sampler snaps ordered dimensions before they are stored, see
+    #: :mod:`tritontune.search.sampler`); studies made before that kept the sampler's float.
     VALUE_PREFIX = "value:"
 
 
