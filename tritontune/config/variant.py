@@ -89,6 +89,42 @@ def precision_of(config: ModelConfig, base_filename: str = DEFAULT_ONNX_FILENAME
 
 
 @dataclass(frozen=True)
+class QueuePolicy:
+    """Triton's ``ModelQueuePolicy`` for one priority level (``None`` keeps Triton's default).
+
+    ``max_queue_size`` is admission control: past it Triton rejects a request at once instead of
+    queueing it. ``timeout_us`` bounds the time a request may wait in the queue; on expiry it is
+    rejected (``reject``) or kept but moved behind the others (``delay``). With
+    ``allow_timeout_override`` a request's own ``timeout`` parameter (shorter than the default, or
+    any when the default is 0) applies instead.
+    """
+
+    max_queue_size: int | None = None
+    timeout_us: int | None = None
+    timeout_action: str | None = None
+    allow_timeout_override: bool | None = None
+
+    def apply_to(self, policy: ModelQueuePolicy) -> None:
+        if self.max_queue_size is not None:
+            policy.max_queue_size = self.max_queue_size
+        if self.timeout_us is not None:
+            policy.default_timeout_microseconds = self.timeout_us
+        if self.timeout_action is not None:
+            action = self.timeout_action.lower()
+            if action not in TIMEOUT_ACTIONS:
+                raise ConfigError(
+                    f"variant: timeout_action {self.timeout_action!r} is not one of "
+                    f"{', '.join(TIMEOUT_ACTIONS)}"
+                )
+            policy.timeout_action = TIMEOUT_ACTIONS[action]
+        if self.allow_timeout_override is not None:
+            policy.allow_timeout_override = self.allow_timeout_override
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class Variant:
     """Knob values to apply to a base config; ``None`` means "as in the base config"."""
 
@@ -99,6 +135,13 @@ class Variant:
     max_queue_size: int | None = None
     queue_timeout_us: int | None = None
     timeout_action: str | None = None
+    allow_timeout_override: bool | None = None
+    priority_levels: int | None = None
+    """Triton's priority levels (1 is served first); 0 switches priorities off."""
+    default_priority_level: int | None = None
+    """The level of a request that names none."""
+    priority_queue_policies: tuple[tuple[int, QueuePolicy], ...] = ()
+    """``(level, policy)``: a queue policy of its own for a level (admission control per level)."""
     instance_count: int | None = None
     instance_kind: str | None = None
     response_cache: bool | None = None
@@ -121,8 +164,20 @@ class Variant:
             self.max_queue_size,
             self.queue_timeout_us,
             self.timeout_action,
+            self.allow_timeout_override,
+            self.priority_levels,
+            self.default_priority_level,
+            self.priority_queue_policies or None,
         )
         return True if any(v is not None for v in implied) else None
+
+    def default_queue_policy(self) -> QueuePolicy:
+        return QueuePolicy(
+            self.max_queue_size,
+            self.queue_timeout_us,
+            self.timeout_action,
+            self.allow_timeout_override,
+        )
 
     def to_dict(self) -> dict:
         """Only the knobs this variant sets, JSON-ready."""
@@ -130,6 +185,9 @@ class Variant:
         data["backend_parameters"] = dict(self.backend_parameters)
         if self.preferred_batch_sizes is not None:
             data["preferred_batch_sizes"] = list(self.preferred_batch_sizes)
+        data["priority_queue_policies"] = {
+            str(level): policy.to_dict() for level, policy in self.priority_queue_policies
+        }
         return {k: v for k, v in data.items() if v not in (None, {})}
 
 
@@ -157,19 +215,8 @@ def apply_variant(base: ModelConfig, variant: Variant) -> ModelConfig:
         if variant.preferred_batch_sizes is not None:
             del db.preferred_batch_size[:]
             db.preferred_batch_size.extend(variant.preferred_batch_sizes)
-        policy = db.default_queue_policy
-        if variant.max_queue_size is not None:
-            policy.max_queue_size = variant.max_queue_size
-        if variant.queue_timeout_us is not None:
-            policy.default_timeout_microseconds = variant.queue_timeout_us
-        if variant.timeout_action is not None:
-            action = variant.timeout_action.lower()
-            if action not in TIMEOUT_ACTIONS:
-                raise ConfigError(
-                    f"variant: timeout_action {variant.timeout_action!r} is not one of "
-                    f"{', '.join(TIMEOUT_ACTIONS)}"
-                )
-            policy.timeout_action = TIMEOUT_ACTIONS[action]
+        variant.default_queue_policy().apply_to(db.default_queue_policy)
+        _set_priorities(db, variant)
 
     if variant.instance_count is not None or variant.instance_kind is not None:
         _set_instance_group(config, variant.instance_count, variant.instance_kind)
@@ -187,6 +234,25 @@ def apply_variant(base: ModelConfig, variant: Variant) -> ModelConfig:
     if variant.graph_optimization is not None:
         _set_graph_optimization(config, variant.graph_optimization)
     return config
+
+
+def _set_priorities(db: model_config_pb2.ModelDynamicBatching, variant: Variant) -> None:
+    if variant.priority_levels is not None:
+        db.priority_levels = variant.priority_levels
+    if variant.default_priority_level is not None:
+        db.default_priority_level = variant.default_priority_level
+    for level, policy in variant.priority_queue_policies:
+        if not 1 <= level <= db.priority_levels:
+            raise ConfigError(
+                f"variant: a queue policy for priority level {level}, but the config has "
+                f"{db.priority_levels} priority levels"
+            )
+        policy.apply_to(db.priority_queue_policy[level])
+    if db.priority_levels and not 1 <= db.default_priority_level <= db.priority_levels:
+        raise ConfigError(
+            f"variant: default_priority_level {db.default_priority_level} is not within the "
+            f"{db.priority_levels} priority levels"
+        )
 
 
 def _set_graph_optimization(config: ModelConfig, level: str) -> None:
@@ -239,6 +305,10 @@ _QUEUE_KNOBS = {
     "max_queue_size",
     "queue_timeout_us",
     "timeout_action",
+    "allow_timeout_override",
+    "priority_levels",
+    "default_priority_level",
+    "priority_queue_policies",
 }
 
 
@@ -273,6 +343,13 @@ def describe_config(config: ModelConfig) -> dict:
         db = config.dynamic_batching
         knobs["max_queue_delay_us"] = db.max_queue_delay_microseconds
         knobs["preferred_batch_sizes"] = list(db.preferred_batch_size)
+        if db.priority_levels:
+            knobs["priority_levels"] = db.priority_levels
+            knobs["default_priority_level"] = db.default_priority_level
+        policies = {"default": db.default_queue_policy} if db.HasField("default_queue_policy") else {}
+        policies.update({str(level): p for level, p in sorted(db.priority_queue_policy.items())})
+        if policies:
+            knobs["queue_policies"] = {name: _policy_dict(p) for name, p in policies.items()}
     if config.HasField("response_cache"):
         knobs["response_cache"] = config.response_cache.enable
     if config.parameters:
@@ -290,6 +367,24 @@ def describe_config(config: ModelConfig) -> dict:
     return knobs
 
 
+def _policy_dict(policy: ModelQueuePolicy) -> dict:
+    return {
+        "max_queue_size": policy.max_queue_size,
+        "timeout_us": policy.default_timeout_microseconds,
+        "timeout_action": ModelQueuePolicy.TimeoutAction.Name(policy.timeout_action).lower(),
+        "allow_timeout_override": policy.allow_timeout_override,
+    }
+
+
+def _policy_summary(name: str, policy: dict) -> str:
+    parts = []
+    if policy.get("max_queue_size"):
+        parts.append(f"queue<={policy['max_queue_size']}")
+    if policy.get("timeout_us"):
+        parts.append(f"timeout={format_duration(policy['timeout_us'] / 1e6)}:{policy['timeout_action']}")
+    return f"{name}:" + ",".join(parts) if parts else ""
+
+
 def knobs_summary(knobs: dict) -> str:
     """A config's knobs on one line: ``max_batch_size=64 batching(delay=1ms) 1xKIND_CPU ...``."""
     parts = [f"max_batch_size={knobs['max_batch_size']}"]
@@ -297,6 +392,14 @@ def knobs_summary(knobs: dict) -> str:
         inner = [f"delay={format_duration(knobs.get('max_queue_delay_us', 0) / 1e6)}"]
         if knobs.get("preferred_batch_sizes"):
             inner.append("preferred=" + ",".join(map(str, knobs["preferred_batch_sizes"])))
+        if knobs.get("priority_levels"):
+            inner.append(
+                f"priorities={knobs['priority_levels']}(default {knobs['default_priority_level']})"
+            )
+        for name, policy in knobs.get("queue_policies", {}).items():
+            summary = _policy_summary("level " + name if name != "default" else name, policy)
+            if summary:
+                inner.append(summary)
         parts.append(f"batching({' '.join(inner)})")
     else:
         parts.append("no batching")

@@ -146,14 +146,23 @@ def build_requests(
     payloads: list[dict[str, np.ndarray]],
     specs: list[TensorSpec],
     protocol: ClientProtocol = ClientProtocol.GRPC,
+    *,
+    priority: int = 0,
+    timeout_us: int = 0,
 ) -> list[Any]:
     """One ready-to-send request per payload for ``protocol`` (raw tensor bytes, no per-send
-    encoding of the tensors)."""
+    encoding of the tensors). ``priority`` and ``timeout_us`` (0: unset) are Triton's per-request
+    parameters: the priority level the scheduler queues the request at, and how long it may wait
+    there (honoured when the level's queue policy allows the override)."""
     if protocol == ClientProtocol.HTTP:
-        return _http_requests(model, payloads, specs)
+        return _http_requests(model, payloads, specs, priority, timeout_us)
     requests = []
     for payload in payloads:
         request = service_pb2.ModelInferRequest(model_name=model)
+        if priority:
+            request.parameters["priority"].uint64_param = priority
+        if timeout_us:
+            request.parameters["timeout"].int64_param = timeout_us
         for spec in specs:
             array = payload[spec.name]
             tensor = request.inputs.add(name=spec.name, datatype=spec.datatype)
@@ -168,7 +177,11 @@ def build_requests(
 
 
 def _http_requests(
-    model: str, payloads: list[dict[str, np.ndarray]], specs: list[TensorSpec]
+    model: str,
+    payloads: list[dict[str, np.ndarray]],
+    specs: list[TensorSpec],
+    priority: int,
+    timeout_us: int,
 ) -> list[HttpInferRequest]:
     """HTTP requests whose tensors travel as binary data (Triton's binary tensor extension), the
     HTTP counterpart of gRPC's raw contents; outputs come back binary too (tritonclient asks for
@@ -183,5 +196,5 @@ def _http_requests(
             tensor = httpclient.InferInput(spec.name, list(array.shape), spec.datatype)
             tensor.set_data_from_numpy(array, binary_data=True)
             inputs.append(tensor)
-        requests.append(HttpInferRequest(model, tuple(inputs)))
+        requests.append(HttpInferRequest(model, tuple(inputs), priority, timeout_us or None))
     return requests

@@ -113,6 +113,17 @@ class RequestLog:
         return len(self.done_at)
 
 
+@dataclass
+class Stream:
+    """One stream of traffic: its prepared requests (round robin), sent at ``load``, with what
+    happened to them in a log of its own (per-class figures for a mixed workload)."""
+
+    name: str
+    requests: list[Any]
+    load: LoadSpec
+    log: RequestLog = field(default_factory=RequestLog)
+
+
 @dataclass(frozen=True)
 class HttpInferRequest:
     """One prepared HTTP request: the model and its inputs, tensors already encoded as binary."""
@@ -120,6 +131,8 @@ class HttpInferRequest:
     model: str
     inputs: tuple[Any, ...]
     """``tritonclient.http.InferInput`` objects holding their raw bytes."""
+    priority: int = 0
+    timeout_us: int | None = None
 
 
 class LoadTransport(ABC):
@@ -210,7 +223,13 @@ class _HttpTransport(LoadTransport):
         # infer() adds its own header to the dict it gets: each call gets a copy.
         headers = dict(self._headers) if self._headers else None
         try:
-            await self._client.infer(request.model, request.inputs, headers=headers)
+            await self._client.infer(
+                request.model,
+                request.inputs,
+                headers=headers,
+                priority=request.priority,
+                timeout=request.timeout_us,
+            )
             return None
         except InferenceServerException as err:
             kind, message = f"HTTP_{err.status()}", str(err.message())
@@ -269,26 +288,48 @@ class LoadGenerator:
         The controller watches the log (windows, stability) and may use the transport for
         statistics calls. Load also stops after ``max_requests`` sends.
         """
-        log = RequestLog()
-        stop = asyncio.Event()
-        connections = self.max_in_flight
-        if load.mode == LoadMode.CONCURRENCY:
-            connections = max(1, int(load.value))
+        stream = Stream("", self.requests, load)
+
+        async def control(streams: list[Stream], transport: LoadTransport) -> None:
+            await controller(stream.log, transport)
+
+        await self.run_streams([stream], control, max_requests=max_requests)
+        return stream.log
+
+    async def run_streams(
+        self,
+        streams: list[Stream],
+        controller: Callable[[list[Stream], LoadTransport], Awaitable],
+        *,
+        max_requests: int,
+    ) -> None:
+        """Drive every stream at once, each with its own requests, load and log, over one
+        connection, while ``controller(streams, transport)`` runs; each stream also stops after
+        ``max_requests`` sends."""
+        closed = sum(max(1, int(s.load.value)) for s in streams if s.load.mode == LoadMode.CONCURRENCY)
+        opened = sum(1 for s in streams if s.load.mode == LoadMode.RATE)
         transport = open_transport(
-            self.endpoint, request_timeout=self.request_timeout, connections=connections + 1
+            self.endpoint,
+            request_timeout=self.request_timeout,
+            connections=closed + opened * self.max_in_flight + 1,
         )
+        stop = asyncio.Event()
+        drivers: list[asyncio.Task] = []
         try:
-            if load.mode == LoadMode.CONCURRENCY:
-                drivers = [
-                    asyncio.create_task(self._closed_worker(transport, log, stop, i, max_requests))
-                    for i in range(max(1, int(load.value)))
-                ]
-            else:
-                drivers = [
-                    asyncio.create_task(self._open_scheduler(transport, log, stop, load, max_requests))
-                ]
+            for stream in streams:
+                if stream.load.mode == LoadMode.CONCURRENCY:
+                    drivers += [
+                        asyncio.create_task(
+                            self._closed_worker(transport, stream, stop, i, max_requests)
+                        )
+                        for i in range(max(1, int(stream.load.value)))
+                    ]
+                else:
+                    drivers.append(
+                        asyncio.create_task(self._open_scheduler(transport, stream, stop, max_requests))
+                    )
             try:
-                await controller(log, transport)
+                await controller(streams, transport)
             finally:
                 stop.set()
                 done, pending = await asyncio.wait(drivers, timeout=self.request_timeout + 1)
@@ -297,17 +338,13 @@ class LoadGenerator:
                 await asyncio.gather(*drivers, return_exceptions=True)
         finally:
             await transport.close()
-        return log
-
-    async def _send(self, transport: LoadTransport, log: RequestLog, index: int) -> str | None:
-        return await transport.send(self.requests[index % len(self.requests)], log)
 
     async def _closed_worker(
-        self, transport: LoadTransport, log: RequestLog, stop: asyncio.Event, worker: int, cap: int
+        self, transport: LoadTransport, stream: Stream, stop: asyncio.Event, worker: int, cap: int
     ) -> None:
         index = worker
         send = transport.send
-        requests = self.requests
+        requests, log = stream.requests, stream.log
         count = len(requests)
         while not stop.is_set() and len(log) < cap:
             start = time.perf_counter()
@@ -319,12 +356,7 @@ class LoadGenerator:
                 await asyncio.sleep(0.01)  # no server: don't spin on instant refusals
 
     async def _open_scheduler(
-        self,
-        transport: LoadTransport,
-        log: RequestLog,
-        stop: asyncio.Event,
-        load: LoadSpec,
-        cap: int,
+        self, transport: LoadTransport, stream: Stream, stop: asyncio.Event, cap: int
     ) -> None:
         """Arrivals come from a ticker thread: ``time.sleep`` wakes within tens of microseconds,
         while asyncio's timers round up to whole milliseconds, which would add client-side lag
@@ -333,10 +365,12 @@ class LoadGenerator:
         in_flight: set[asyncio.Task] = set()
         ticker_stop = threading.Event()
         sent = 0
+        load, log, requests = stream.load, stream.log, stream.requests
+        rng = random.Random(self._rng.random())
 
         async def one(index: int, due: float) -> None:
             log.send_lag.append(time.perf_counter() - due)
-            error = await self._send(transport, log, index)
+            error = await transport.send(requests[index % len(requests)], log)
             end = time.perf_counter()
             log.record(end, end - due, error)
 
@@ -358,7 +392,7 @@ class LoadGenerator:
             due = time.perf_counter()
             while not ticker_stop.is_set():
                 poisson = load.arrival == Arrival.POISSON
-                due += self._rng.expovariate(load.value) if poisson else 1 / load.value
+                due += rng.expovariate(load.value) if poisson else 1 / load.value
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
@@ -367,7 +401,8 @@ class LoadGenerator:
                 except RuntimeError:  # the loop closed under us
                     return
 
-        ticker = threading.Thread(target=tick, name="tritontune-arrivals", daemon=True)
+        name = f"tritontune-arrivals-{stream.name}" if stream.name else "tritontune-arrivals"
+        ticker = threading.Thread(target=tick, name=name, daemon=True)
         ticker.start()
         try:
             while not stop.is_set() and not ticker_stop.is_set():

@@ -28,6 +28,10 @@ class Workload:
     input_data: Path | None = None
     dynamic_dim: int = 16
     seed: int = 0
+    priority: int = 0
+    """Triton's per-request priority level (0: the config's default level)."""
+    timeout_us: int = 0
+    """Triton's per-request queue timeout (0: the level's queue policy decides)."""
 
 
 def prepare_requests(
@@ -53,4 +57,6 @@ def prepare_requests(
             dynamic_dim=workload.dynamic_dim,
             seed=workload.seed,
         )
-    return build_requests(model, payloads, specs, protocol)
+    return build_requests(
+        model, payloads, specs, protocol, priority=workload.priority, timeout_us=workload.timeout_us
+    )
