@@ -17,7 +17,10 @@ from tritontune.errors import InputError
 from tritontune.measure.gpu_metrics import NO_GPUS
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement
+from tritontune.measure.mixed import TrafficMeasurement
+from tritontune.measure.traffic import Traffic
 from tritontune.precision.prepare import AccuracySettings
+from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
 from tritontune.session import Session
 
 
@@ -111,4 +114,75 @@ def run_profile(
         restarts=restarts,
         accuracy=accuracy,
         recipe=recipe,
+    )
+
+
+@dataclass(frozen=True)
+class TrafficProfileResult:
+    """One config under a mixed workload: each total rate measured, or the capacity found."""
+
+    model: str
+    server_version: str
+    traffic: Traffic
+    variant: Variant
+    knobs: dict
+    config_text: str
+    levels: list[TrafficMeasurement]
+    capacity: TrafficCapacity | None = None
+    """Set when the capacity was searched for (no rates given)."""
+
+    def to_dict(self) -> dict:
+        return {
+            "tritontune_version": __version__,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "model": self.model,
+            "server_version": self.server_version,
+            "workload": self.traffic.to_dict(),
+            "variant": self.variant.to_dict(),
+            "config": self.knobs,
+            "config_pbtxt": self.config_text,
+            "capacity": self.capacity.to_dict() if self.capacity else None,
+            "levels": [m.to_dict(self.traffic) for m in self.levels],
+        }
+
+
+#: Where the capacity ramp starts when the workload file names shares, not rates (req/s in all).
+DEFAULT_START_RATE = 20.0
+
+
+def run_traffic_profile(
+    session: Session,
+    variant: Variant,
+    traffic: Traffic,
+    rates: list[float] | None = None,
+    *,
+    start_rate: float | None = None,
+    on_level_done: Callable[[TrafficMeasurement], None] | None = None,
+) -> TrafficProfileResult:
+    """Load ``variant`` and measure every class of ``traffic`` at each total rate of ``rates``;
+    without rates, find the highest total rate at which every class meets its objective."""
+    config = session.load_variant(variant)
+
+    def measure(rate: float) -> TrafficMeasurement:
+        measurement = session.measure_traffic(traffic, rate)
+        if on_level_done:
+            on_level_done(measurement)
+        return measurement
+
+    capacity = None
+    if rates:
+        levels = [measure(rate) for rate in rates]
+    else:
+        start = start_rate or traffic.nominal_rate or DEFAULT_START_RATE
+        capacity = find_traffic_capacity(measure, traffic, start=start)
+        levels = list(capacity.levels)
+    return TrafficProfileResult(
+        model=session.name,
+        server_version=session.info.version,
+        traffic=traffic,
+        variant=variant,
+        knobs=describe_config(config),
+        config_text=config_to_text(config),
+        levels=levels,
+        capacity=capacity,
     )

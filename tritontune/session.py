@@ -33,6 +33,8 @@ from tritontune.config.variant import FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
+from tritontune.measure.mixed import ClassRequests, TrafficMeasurement, measure_traffic
+from tritontune.measure.traffic import Traffic
 from tritontune.measure.workload import Workload, prepare_requests
 from tritontune.precision.convert import cache_dir as precision_cache_dir
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, prepare_precisions
@@ -70,6 +72,10 @@ class Session(Protocol):
     def load_variant(self, variant: Variant) -> ModelConfig: ...
 
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement: ...
+
+    def measure_traffic(
+        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
+    ) -> TrafficMeasurement: ...
 
     def measure_with_restart(
         self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None
@@ -127,6 +133,7 @@ class TuningSession:
         """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
         self._builder: ConfigBuilder | None = None
         self._requests: list[Any] = []
+        self._class_requests: dict[str, ClassRequests] = {}
         self._was_loaded_remotely = False
 
     def _linked_directories(self) -> tuple[Path, ...]:
@@ -319,6 +326,7 @@ class TuningSession:
             raise
         self.last_switch_s = time.perf_counter() - started
         self.tuned_config = config
+        self._class_requests = {}
         self._prepare_requests(config)
 
     def _prepare_requests(self, config: ModelConfig) -> None:
@@ -355,6 +363,38 @@ class TuningSession:
             kind, count = max(measurement.errors.items(), key=lambda item: item[1])
             example = measurement.error_examples.get(kind) or "no message"
             raise ServerError(f"every request to {self.name!r} failed ({kind} x{count}): {example}")
+        return measurement
+
+    def measure_traffic(
+        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
+    ) -> TrafficMeasurement:
+        """Measure every class of ``traffic`` at once against the loaded config, at
+        ``total_rate`` req/s in all (each class its share, its own requests and priority)."""
+        if self.tuned_config is None or self.client is None:
+            raise ServerError("no config is loaded; call load_variant() first")
+        if set(self._class_requests) != {c.name for c in traffic.classes}:
+            metadata = self.client.model_metadata(self.name)
+            batching = self.tuned_config.max_batch_size > 0
+            protocol = self.launcher.endpoint().protocol
+            self._class_requests = {
+                c.name: ClassRequests(
+                    self.name,
+                    prepare_requests(
+                        self.name, metadata, c.request, batching=batching, protocol=protocol
+                    ),
+                )
+                for c in traffic.classes
+            }
+        self.launcher.check_alive()
+        measurement = measure_traffic(
+            self.launcher.endpoint(),
+            traffic,
+            self._class_requests,
+            total_rate,
+            settings=settings or self.settings,
+            seed=self.workload.seed,
+        )
+        self.launcher.check_alive()
         return measurement
 
     def measure_with_restart(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
@@ -53,10 +54,17 @@ from tritontune.errors import InputError
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.mixed import TrafficMeasurement
+from tritontune.measure.traffic import Traffic, read_traffic
 from tritontune.measure.workload import Workload
 from tritontune.precision.convert import check_precision
 from tritontune.precision.prepare import AccuracySettings
-from tritontune.profile import ProfileResult, run_profile
+from tritontune.profile import (
+    ProfileResult,
+    TrafficProfileResult,
+    run_profile,
+    run_traffic_profile,
+)
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.server.endpoint import client_settings
@@ -161,6 +169,36 @@ def profile(
         str | None, typer.Option(help="Open-loop request rates in req/s, e.g. 100,400.")
     ] = None,
     arrival: Annotated[str, typer.Option(help="Open-loop arrivals: poisson or constant.")] = "poisson",
+    workload_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload",
+            help="Workload file (YAML): classes of traffic measured at once, each on its own; "
+            "--request-rate is then the total rate, and without it the capacity is searched for.",
+        ),
+    ] = None,
+    priorities: Annotated[
+        bool,
+        typer.Option(
+            "--priorities/--no-priorities",
+            help="With --workload: Triton's priority levels as the classes name them (default on).",
+        ),
+    ] = True,
+    max_queue_size: Annotated[
+        int | None,
+        typer.Option(
+            help="Admission control: the lowest priority level's queue bound (the only queue "
+            "without priorities); past it Triton rejects at once.",
+            min=1,
+        ),
+    ] = None,
+    start_rate: Annotated[
+        float | None,
+        typer.Option(
+            help="With --workload and no --request-rate: where the capacity ramp starts (req/s).",
+            min=0.001,
+        ),
+    ] = None,
     batch_size: BatchSizeOption = 1,
     input_data: InputDataOption = None,
     dynamic_dim: Annotated[int, typer.Option(help="Size used for dynamic (-1) input dims.", min=1)] = 16,
@@ -204,7 +242,17 @@ def profile(
             precision=check_precision(precision) if precision else None,
             graph_optimization=graph_optimization,
         )
-        loads = _loads(concurrency, request_rate, arrival)
+        traffic = None
+        if workload_file is not None:
+            if concurrency:
+                raise InputError(
+                    "--workload drives open-loop traffic: give --request-rate, not --concurrency"
+                )
+            traffic = read_traffic(workload_file, dynamic_dim=dynamic_dim)
+            variant = traffic.scheduled(variant, priorities=priorities, admission=max_queue_size)
+        elif max_queue_size is not None:
+            variant = dataclasses.replace(variant, max_queue_size=max_queue_size)
+        loads = _loads(concurrency, request_rate, arrival) if traffic is None else []
         precision_checks = accuracy_settings(accuracy, accuracy_kind, calibration, calibration_data)
         settings = MeasureSettings(
             warmup_s=parse_duration(warmup, what="--warmup"),
@@ -232,6 +280,10 @@ def profile(
             settings=settings,
             failure_log=failure_log_path(json_out or Path("profile.json"), f"{model}-profile"),
         )
+        if traffic is not None:
+            rates = parse_rate_list(request_rate) if request_rate else None
+            _profile_traffic(session, variant, traffic, rates, start_rate, json_out)
+            return
         with kept_log_said(session):
             print_server(session)
             result = _profile_with_progress(session, variant, loads, precision_checks)
@@ -263,6 +315,80 @@ def profile(
         if csv_out:
             write_inference_csv(profile_rows(result), csv_out)
             console.print(f"wrote {csv_out}", highlight=False)
+
+
+def _profile_traffic(
+    session: TuningSession,
+    variant: Variant,
+    traffic: Traffic,
+    rates: list[float] | None,
+    start_rate: float | None,
+    json_out: Path | None,
+) -> None:
+    console.print(f"workload: {escape(traffic.describe())}", highlight=False)
+    with kept_log_said(session):
+        print_server(session)
+
+        def done(m: TrafficMeasurement) -> None:
+            missed = [f"{v.name}: {v.reason}" for v in m.verdicts(traffic) if not v.met]
+            verdict = "every class met its objective" if not missed else "; ".join(missed)
+            err_console.print(
+                f"  {m.total_rate:,.1f} req/s: goodput {m.goodput:,.1f} req/s; {verdict}",
+                highlight=False,
+            )
+
+        result = run_traffic_profile(
+            session, variant, traffic, rates, start_rate=start_rate, on_level_done=done
+        )
+    console.print(_traffic_table(result))
+    for m in result.levels:
+        note = m.interference.describe() if m.interference else None
+        if note:
+            console.print(
+                f"[yellow]machine disturbed[/] at {m.total_rate:,.1f} req/s: {escape(note)}",
+                highlight=False,
+            )
+    capacity = result.capacity
+    if capacity is not None:
+        if capacity.feasible:
+            console.print(
+                f"capacity: {capacity.total_rate:,.1f} req/s in all "
+                f"(goodput {capacity.best.goodput if capacity.best else 0:,.1f} req/s) with every "
+                "class meeting its objective",
+                highlight=False,
+            )
+        else:
+            console.print(f"[red]no rate tried met every objective[/]: {escape(capacity.failure())}")
+    if json_out:
+        json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_out}", highlight=False)
+
+
+def _traffic_table(result: TrafficProfileResult) -> Table:
+    table = Table(title=f"{result.model}: {knobs_summary(result.knobs)}", title_justify="left")
+    for column in ("total req/s", "class", "offered/s", "served/s", "infer/s", "p50 ms", "p95", "p99"):
+        table.add_column(column, justify="right")
+    for column in ("rejected", "timed out", "other errors", "objective"):
+        table.add_column(column, justify="right", style="cyan")
+    for m in result.levels:
+        verdicts = {v.name: v for v in m.verdicts(result.traffic)}
+        for i, f in enumerate(m.classes):
+            other = sum(f.errors.values()) - f.rejected - f.timed_out
+            table.add_row(
+                f"{m.total_rate:,.1f}" if i == 0 else "",
+                f.name,
+                f"{f.offered_rate:,.1f}",
+                f"{f.request_rate:,.1f}",
+                f"{f.throughput:,.0f}",
+                ms(f.latency.p50),
+                ms(f.latency.p95),
+                ms(f.latency.p99),
+                str(f.rejected),
+                str(f.timed_out),
+                str(other),
+                "met" if verdicts[f.name].met else "[red]missed[/]",
+            )
+    return table
 
 
 def _profile_with_progress(

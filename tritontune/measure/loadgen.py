@@ -68,6 +68,24 @@ else:
     Stub = service_pb2_grpc.GRPCInferenceServiceStub
 #: Error kind recorded for an open-loop arrival dropped because too many requests were in flight.
 BACKLOG_ERROR = "CLIENT_BACKLOG"
+#: Error kind of a request Triton refused because its priority level's queue was full
+#: (admission control: ``max_queue_size``); Triton says "Exceeds maximum queue size".
+QUEUE_FULL_ERROR = "QUEUE_FULL"
+#: Error kind of a request Triton dropped after waiting its queue timeout ("Request timeout
+#: expired"); both come as gRPC UNAVAILABLE / HTTP 503 and are told apart by the message.
+QUEUE_TIMEOUT_ERROR = "QUEUE_TIMEOUT"
+#: Error kinds that are the scheduler's decisions, not faults.
+SCHEDULER_ERRORS = (QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR)
+
+
+def error_kind(kind: str, message: str) -> str:
+    """``kind`` (a gRPC code or ``HTTP_<status>``), refined into a scheduler decision where
+    Triton's message says it was one."""
+    if "Exceeds maximum queue size" in message:
+        return QUEUE_FULL_ERROR
+    if "Request timeout expired" in message:
+        return QUEUE_TIMEOUT_ERROR
+    return kind
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,8 @@ class RequestLog:
     latency: list[float] = field(default_factory=list)
     error: list[str | None] = field(default_factory=list)
     send_lag: list[float] = field(default_factory=list)
+    scheduled: list[float] = field(default_factory=list)
+    """Open loop: each arrival's scheduled time, in arrival order (the load offered)."""
     error_examples: dict[str, str] = field(default_factory=dict)
     """The first message seen for each error kind, to show the user what went wrong."""
 
@@ -184,9 +204,10 @@ class _GrpcTransport(LoadTransport):
             await self._stub.ModelInfer(request, timeout=self._timeout, metadata=self._metadata)
             return None
         except grpc.aio.AioRpcError as err:
-            kind = err.code().name
+            message = err.details() or ""
+            kind = error_kind(err.code().name, message)
             if kind not in log.error_examples:
-                log.error_examples[kind] = one_line(err.details() or "")
+                log.error_examples[kind] = one_line(message)
             return kind
 
     async def statistics(self, model: str) -> ModelStatsSnapshot | None:
@@ -232,7 +253,8 @@ class _HttpTransport(LoadTransport):
             )
             return None
         except InferenceServerException as err:
-            kind, message = f"HTTP_{err.status()}", str(err.message())
+            message = str(err.message())
+            kind = error_kind(f"HTTP_{err.status()}", message)
         except asyncio.TimeoutError:
             kind, message = "DEADLINE_EXCEEDED", "no reply within the request timeout"
         except self._aiohttp.ClientConnectionError as err:
@@ -379,6 +401,7 @@ class LoadGenerator:
             if stop.is_set() or sent >= cap:
                 ticker_stop.set()
                 return
+            log.scheduled.append(due)
             if len(in_flight) >= self.max_in_flight:
                 now = time.perf_counter()
                 log.record(now, now - due, BACKLOG_ERROR)

@@ -190,14 +190,14 @@ def measure_load(
     ``metrics_url`` (a server with GPUs), Triton's GPU gauges are scraped at every window edge and
     summarized over the reported windows."""
     settings = settings or MeasureSettings()
-    with _no_gc_pauses():
+    with no_gc_pauses():
         return asyncio.run(
             _measure(endpoint, model, requests, load, batch_size, settings, seed, metrics_url)
         )
 
 
 @contextlib.contextmanager
-def _no_gc_pauses() -> Iterator[None]:
+def no_gc_pauses() -> Iterator[None]:
     """Keep Python's cyclic GC out of the measured latencies.
 
     A full collection walks every object of the process; inside a big process (a search holds

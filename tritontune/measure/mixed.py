@@ -1,0 +1,334 @@
+"""Measuring a mixed workload: every class of traffic at once, each measured on its own.
+
+Each class is an open-loop Poisson stream of its own requests (its batch size, data, priority and
+queue timeout; :mod:`tritontune.measure.traffic`), at its part of the total rate, all over one
+connection, to one model (a shared endpoint) or each to its own model (separate endpoints). After
+a warm-up, a span of ``stable_windows`` windows is measured; each class's figures cover exactly
+that span: throughput, latency from the *scheduled* send time (so queueing shows, and a class is
+never flattered by a slow client), rejections (admission control) and queue timeouts counted
+apart from other failures. Per-window p99s give each class's spread, and the machine's
+interference is sampled per window as for one class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
+from tritontune.measure.loadgen import (
+    QUEUE_FULL_ERROR,
+    QUEUE_TIMEOUT_ERROR,
+    SCHEDULER_ERRORS,
+    LoadGenerator,
+    LoadSpec,
+    LoadTransport,
+    RequestLog,
+    Stream,
+)
+from tritontune.measure.measurement import MeasureSettings, ServerSplit, no_gc_pauses
+from tritontune.measure.stats import LatencyStats, spread
+from tritontune.measure.traffic import MAX_ERROR_RATE, Objective, Traffic, TrafficClass
+from tritontune.server.client import ModelStatsSnapshot
+from tritontune.server.endpoint import Endpoint
+
+#: A best-effort class keeps up when at least this part of its arrivals in the span were answered
+#: (served, or shed where it may be): below it, a backlog is growing in the server's queue.
+KEEP_UP_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class ClassRequests:
+    """What one class sends: prepared requests for ``model`` (the shared model, or the class's
+    own endpoint)."""
+
+    model: str
+    requests: list[Any]
+
+
+@dataclass(frozen=True)
+class ClassFigures:
+    """One class's figures over the measured span."""
+
+    name: str
+    batch_size: int
+    offered_rate: float
+    """Arrivals scheduled per second in the span."""
+    request_rate: float
+    """Successful requests per second."""
+    answered_rate: float
+    """Requests answered per second, successes and failures alike."""
+    latency: LatencyStats
+    """Successful requests, from the scheduled send time."""
+    errors: dict[str, int]
+    p99_windows: tuple[float, ...]
+    """The p99 of each window: the spread of the class's tail."""
+    send_lag_p99_s: float | None = None
+    error_examples: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        """Successful inferences per second."""
+        return self.request_rate * self.batch_size
+
+    @property
+    def rejected(self) -> int:
+        """Refused at once by admission control (the level's queue was full)."""
+        return self.errors.get(QUEUE_FULL_ERROR, 0)
+
+    @property
+    def timed_out(self) -> int:
+        """Dropped after waiting the queue timeout (or past the client's deadline)."""
+        return self.errors.get(QUEUE_TIMEOUT_ERROR, 0) + self.errors.get("DEADLINE_EXCEEDED", 0)
+
+    def failures(self, may_shed: bool) -> int:
+        """Failed requests that count against the class (the scheduler's rejections and queue
+        timeouts don't when the class may be shed: those requests are retried later)."""
+        return sum(n for kind, n in self.errors.items() if not (may_shed and kind in SCHEDULER_ERRORS))
+
+    def answered(self) -> int:
+        return self.latency.count + sum(self.errors.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "batch_size": self.batch_size,
+            "offered_rate_per_s": round(self.offered_rate, 3),
+            "request_rate_per_s": round(self.request_rate, 3),
+            "throughput_infer_per_s": round(self.throughput, 3),
+            "latency_ms": self.latency.to_dict(),
+            "p99_windows_ms": [round(p * 1e3, 4) for p in self.p99_windows],
+            "rejected": self.rejected,
+            "timed_out": self.timed_out,
+            "errors": dict(self.errors),
+            "error_examples": dict(self.error_examples),
+            "send_lag_p99_ms": None
+            if self.send_lag_p99_s is None
+            else round(self.send_lag_p99_s * 1e3, 4),
+        }
+
+
+@dataclass(frozen=True)
+class ClassVerdict:
+    """Whether a class met its objective, and if not, why (one line)."""
+
+    name: str
+    met: bool
+    reason: str
+
+
+def judge(traffic_class: TrafficClass, figures: ClassFigures) -> ClassVerdict:
+    """Did ``figures`` meet ``traffic_class``'s objective? (See :mod:`traffic`.)"""
+    name = traffic_class.name
+    answered = figures.answered()
+    if answered == 0:
+        return ClassVerdict(name, False, "no request was answered in the span")
+    failed = figures.failures(traffic_class.may_shed)
+    if failed / answered > MAX_ERROR_RATE:
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(figures.errors.items()))
+        return ClassVerdict(name, False, f"{failed} of {answered} requests failed ({kinds})")
+    if figures.latency.count == 0:
+        return ClassVerdict(name, False, "every request was shed")
+    bound = traffic_class.latency_bound_s
+    p99 = figures.latency.p99
+    if bound is not None and p99 > bound:
+        return ClassVerdict(name, False, f"p99 {p99 * 1e3:.1f} ms > {bound * 1e3:g} ms")
+    if traffic_class.objective == Objective.THROUGHPUT and figures.offered_rate > 0:
+        kept_up = figures.answered_rate / figures.offered_rate
+        if kept_up < KEEP_UP_FRACTION:
+            return ClassVerdict(
+                name, False, f"answered {kept_up:.0%} of its arrivals: a backlog is growing"
+            )
+    shown = f"p99 {p99 * 1e3:.1f} ms"
+    if figures.rejected or figures.timed_out:
+        shown += f", {figures.rejected} rejected, {figures.timed_out} timed out (may be shed)"
+    return ClassVerdict(name, True, shown)
+
+
+@dataclass(frozen=True)
+class TrafficMeasurement:
+    """Every class of a workload at one total rate, measured over the same span."""
+
+    total_rate: float
+    """The total request rate offered (req/s), split over the classes by their shares."""
+    classes: tuple[ClassFigures, ...]
+    span_s: float
+    duration_s: float
+    server: dict[str, ServerSplit] = field(default_factory=dict)
+    """Triton's split for the span, per model (one for a shared endpoint)."""
+    interference: Interference | None = None
+
+    def figures(self, name: str) -> ClassFigures:
+        for figures in self.classes:
+            if figures.name == name:
+                return figures
+        raise KeyError(name)
+
+    def verdicts(self, traffic: Traffic) -> list[ClassVerdict]:
+        return [judge(c, self.figures(c.name)) for c in traffic.classes]
+
+    def meets(self, traffic: Traffic) -> bool:
+        """Every class met its objective."""
+        return all(v.met for v in self.verdicts(traffic))
+
+    @property
+    def goodput(self) -> float:
+        """Successful requests per second, all classes together."""
+        return sum(f.request_rate for f in self.classes)
+
+    @property
+    def throughput(self) -> float:
+        """Successful inferences per second, all classes together."""
+        return sum(f.throughput for f in self.classes)
+
+    def to_dict(self, traffic: Traffic | None = None) -> dict:
+        out: dict[str, Any] = {
+            "total_rate_per_s": round(self.total_rate, 3),
+            "goodput_per_s": round(self.goodput, 3),
+            "throughput_infer_per_s": round(self.throughput, 3),
+            "span_s": round(self.span_s, 3),
+            "duration_s": round(self.duration_s, 3),
+            "classes": [f.to_dict() for f in self.classes],
+            "server": {model: asdict(split) for model, split in self.server.items()},
+            "interference": self.interference.to_dict() if self.interference else None,
+        }
+        if traffic is not None:
+            out["meets_objectives"] = self.meets(traffic)
+            out["verdicts"] = {
+                v.name: {"met": v.met, "reason": v.reason} for v in self.verdicts(traffic)
+            }
+        return out
+
+
+def measure_traffic(
+    endpoint: Endpoint | str,
+    traffic: Traffic,
+    requests: Mapping[str, ClassRequests],
+    total_rate: float,
+    *,
+    settings: MeasureSettings | None = None,
+    seed: int | None = None,
+) -> TrafficMeasurement:
+    """Measure every class of ``traffic`` at ``total_rate`` req/s in all (blocking).
+
+    ``requests`` holds each class's prepared requests (for ``endpoint``'s protocol)."""
+    settings = settings or MeasureSettings()
+    missing = [c.name for c in traffic.classes if c.name not in requests]
+    if missing:
+        raise ValueError(f"no requests prepared for the class {missing[0]!r}")
+    with no_gc_pauses():
+        return asyncio.run(_measure(endpoint, traffic, requests, total_rate, settings, seed))
+
+
+@dataclass
+class _Edge:
+    at: float
+    counts: dict[str, int]
+    stats: dict[str, ModelStatsSnapshot | None]
+
+
+async def _measure(
+    endpoint: Endpoint | str,
+    traffic: Traffic,
+    requests: Mapping[str, ClassRequests],
+    total_rate: float,
+    settings: MeasureSettings,
+    seed: int | None,
+) -> TrafficMeasurement:
+    rates = traffic.rates(total_rate)
+    streams = [
+        Stream(c.name, requests[c.name].requests, LoadSpec.rate(rates[c.name])) for c in traffic.classes
+    ]
+    models = sorted({r.model for r in requests.values()})
+    first_requests = requests[traffic.classes[0].name].requests
+    generator = LoadGenerator(
+        endpoint,
+        first_requests,
+        request_timeout=settings.request_timeout_s,
+        max_in_flight=settings.max_in_flight,
+        seed=seed,
+    )
+    edges: list[_Edge] = []
+    loads: list[WindowLoad] = []
+    started = time.perf_counter()
+    loop_thread = threading.get_native_id()
+
+    async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
+        at = time.perf_counter()
+        counts = {s.name: len(s.log) for s in streams}
+        stats = {model: await transport.statistics(model) for model in models}
+        return _Edge(at, counts, stats)
+
+    async def controller(streams: list[Stream], transport: LoadTransport) -> None:
+        await asyncio.sleep(settings.warmup_s)
+        probe = None
+        if settings.detect_interference:
+            probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
+        edges.append(await edge(streams, transport))
+        for _ in range(settings.stable_windows):
+            await asyncio.sleep(settings.window_s)
+            edges.append(await edge(streams, transport))
+            if probe is not None:
+                loads.append(await asyncio.to_thread(probe.sample))
+
+    await generator.run_streams(streams, controller, max_requests=settings.max_requests)
+    first, last = edges[0], edges[-1]
+    span = max(last.at - first.at, 1e-9)
+    figures = tuple(_class_figures(stream, traffic.get(stream.name), edges, span) for stream in streams)
+    server = {}
+    for model in models:
+        before, after = first.stats.get(model), last.stats.get(model)
+        if before is not None and after is not None:
+            server[model] = ServerSplit.from_delta(after - before)
+    return TrafficMeasurement(
+        total_rate=total_rate,
+        classes=figures,
+        span_s=span,
+        duration_s=time.perf_counter() - started,
+        server=server,
+        interference=Interference.of(loads, loads) if loads else None,
+    )
+
+
+def _class_figures(
+    stream: Stream, traffic_class: TrafficClass, edges: list[_Edge], span: float
+) -> ClassFigures:
+    log: RequestLog = stream.log
+    first, last = edges[0], edges[-1]
+    lo, hi = first.counts[stream.name], last.counts[stream.name]
+    errors = Counter(e for e in log.error[lo:hi] if e is not None)
+    ok = [lat for lat, err in zip(log.latency[lo:hi], log.error[lo:hi], strict=True) if err is None]
+    p99_windows = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        window = log.latency[a.counts[stream.name] : b.counts[stream.name]]
+        window_errors = log.error[a.counts[stream.name] : b.counts[stream.name]]
+        good = [lat for lat, err in zip(window, window_errors, strict=True) if err is None]
+        p99_windows.append(LatencyStats.from_samples(good).p99)
+    scheduled = np.asarray(log.scheduled)
+    offered = int(((scheduled >= first.at) & (scheduled < last.at)).sum()) if scheduled.size else 0
+    lag = float(np.percentile(log.send_lag, 99, method="higher")) if log.send_lag else None
+    return ClassFigures(
+        name=stream.name,
+        batch_size=traffic_class.request.batch_size,
+        offered_rate=offered / span,
+        request_rate=len(ok) / span,
+        answered_rate=(hi - lo) / span,
+        latency=LatencyStats.from_samples(ok),
+        errors=dict(errors),
+        p99_windows=tuple(p99_windows),
+        send_lag_p99_s=lag,
+        error_examples={k: log.error_examples.get(k, "") for k in errors},
+    )
+
+
+def p99_spread(figures: ClassFigures) -> float:
+    """The spread of the class's per-window p99 (max / min - 1, as :func:`stats.spread`)."""
+    values = [p for p in figures.p99_windows if p == p]
+    return spread(values) if values else float("nan")

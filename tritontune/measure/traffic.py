@@ -1,0 +1,334 @@
+"""The workload file: the classes of traffic a model serves at once, and what each one needs.
+
+.. code-block:: yaml
+
+    classes:
+      - name: interactive
+        share: 0.3              # of the requests (or rate: 40/s, for every class)
+        batch_size: 1
+        priority: 1             # Triton's priority level: 1 is served first
+        slo_p99: 20ms           # a latency objective: p99 from the scheduled send time
+      - name: batch
+        share: 0.7
+        batch_size: 8
+        priority: 2
+        timeout: 2s             # how long a request may wait in Triton's queue
+        completion_p99: 5s      # optional bound on a best-effort class
+        may_shed: true          # rejected requests are retried later, not failures
+
+A class with ``slo_p99`` is *interactive*: it meets its objective when its p99 is within the SLO
+and (unless it may be shed) it lost no more than :data:`MAX_ERROR_RATE` of its requests. A class
+without one is *best effort*: it meets its objective when it is served (rejections allowed if it
+may be shed; other failures never) and, with ``completion_p99``, within that bound. The load of a
+workload is its total request rate; each class gets its share of it (shares are normalized; with
+``rate`` instead, the rates are scaled together). Each class is an open-loop (Poisson) stream of
+its own, so a slow class can't slow another's arrivals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritontune.config.variant import QueuePolicy, Variant
+from tritontune.enums import TextEnum
+from tritontune.errors import InputError
+from tritontune.measure.workload import Workload
+from tritontune.units import format_duration, parse_duration
+from tritontune.yamlfile import read_yaml
+
+#: A class whose share of failed requests is above this did not serve its load (the same bound
+#: :mod:`tritontune.measure.measurement` applies to one class of traffic).
+MAX_ERROR_RATE = 0.01
+
+CLASS_KEYS = (
+    "name",
+    "share",
+    "rate",
+    "batch_size",
+    "input_data",
+    "priority",
+    "timeout",
+    "slo_p99",
+    "completion_p99",
+    "may_shed",
+)
+
+
+class Objective(TextEnum):
+    """What a class of traffic asks of the server."""
+
+    LATENCY = "latency"
+    """Interactive: p99 within an SLO."""
+    THROUGHPUT = "throughput"
+    """Best effort: served, optionally within a completion-time bound."""
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """One class of requests: its part of the load, its requests, and its objective."""
+
+    name: str
+    weight: float
+    """Its share of the requests, or its own rate in req/s (see :attr:`Traffic.by_rate`)."""
+    request: Workload
+    slo_p99_s: float | None = None
+    completion_p99_s: float | None = None
+    may_shed: bool = False
+
+    @property
+    def objective(self) -> Objective:
+        return Objective.LATENCY if self.slo_p99_s is not None else Objective.THROUGHPUT
+
+    @property
+    def latency_bound_s(self) -> float | None:
+        """The p99 this class must stay within, if any."""
+        return self.slo_p99_s if self.slo_p99_s is not None else self.completion_p99_s
+
+    def describe(self) -> str:
+        parts = [self.name, f"batch {self.request.batch_size}"]
+        if self.request.priority:
+            parts.append(f"priority {self.request.priority}")
+        if self.slo_p99_s is not None:
+            parts.append(f"p99 <= {format_duration(self.slo_p99_s)}")
+        else:
+            bound = self.completion_p99_s
+            parts.append("best effort" + (f", p99 <= {format_duration(bound)}" if bound else ""))
+        if self.request.timeout_us:
+            parts.append(f"queue timeout {format_duration(self.request.timeout_us / 1e6)}")
+        if self.may_shed:
+            parts.append("may be shed")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The classes of a workload file, in the file's order."""
+
+    classes: tuple[TrafficClass, ...]
+    by_rate: bool = False
+    """True when the classes gave their own ``rate`` (req/s); False for ``share``."""
+    source: Path | None = None
+
+    def fractions(self) -> dict[str, float]:
+        """Each class's part of the total request rate."""
+        total = sum(c.weight for c in self.classes)
+        return {c.name: c.weight / total for c in self.classes}
+
+    def rates(self, total_rate: float) -> dict[str, float]:
+        """Each class's request rate (req/s) at a total of ``total_rate``."""
+        return {name: total_rate * f for name, f in self.fractions().items()}
+
+    @property
+    def nominal_rate(self) -> float | None:
+        """The total rate the file names (its classes' rates), or None for shares."""
+        return sum(c.weight for c in self.classes) if self.by_rate else None
+
+    @property
+    def priority_levels(self) -> int:
+        """The priority levels the classes use (0: none names a priority)."""
+        return max((c.request.priority for c in self.classes), default=0)
+
+    def scheduled(
+        self, variant: Variant, *, priorities: bool = True, admission: int | None = None
+    ) -> Variant:
+        """``variant`` with the scheduler set up for this workload.
+
+        With ``priorities`` (and classes that name them): Triton's priority levels are the
+        classes' (1 first), a request naming none gets the lowest, and each class with a
+        ``timeout`` gets it as its level's queue timeout (REJECT; requests may override it with a
+        shorter one). ``admission`` bounds the queue of the lowest level (admission control: past
+        it Triton rejects at once instead of queueing into the cliff); without priorities it
+        bounds the one queue. Best-effort classes sit on the lowest level when priorities are on.
+        """
+        levels = self.priority_levels if priorities else 0
+        if not levels:
+            return dataclasses.replace(
+                variant,
+                priority_levels=0 if self.priority_levels else variant.priority_levels,
+                max_queue_size=admission if admission is not None else variant.max_queue_size,
+            )
+        policies: dict[int, QueuePolicy] = {}
+        for c in self.classes:
+            if c.request.timeout_us and c.request.priority:
+                policies[c.request.priority] = QueuePolicy(
+                    timeout_us=c.request.timeout_us,
+                    timeout_action="reject",
+                    allow_timeout_override=True,
+                )
+        if admission is not None:
+            lowest = policies.get(levels, QueuePolicy())
+            policies[levels] = dataclasses.replace(lowest, max_queue_size=admission)
+        return dataclasses.replace(
+            variant,
+            priority_levels=levels,
+            default_priority_level=levels,
+            priority_queue_policies=tuple(sorted(policies.items())),
+        )
+
+    def get(self, name: str) -> TrafficClass:
+        for traffic_class in self.classes:
+            if traffic_class.name == name:
+                return traffic_class
+        raise KeyError(name)
+
+    def describe(self) -> str:
+        fractions = self.fractions()
+        return "; ".join(f"{c.describe()} ({fractions[c.name]:.0%})" for c in self.classes)
+
+    def to_dict(self) -> dict:
+        """JSON-ready, in the file's own terms (for results and records)."""
+        out = []
+        for c in self.classes:
+            entry: dict[str, Any] = {
+                "name": c.name,
+                "rate" if self.by_rate else "share": c.weight,
+                "batch_size": c.request.batch_size,
+                "objective": str(c.objective),
+                "may_shed": c.may_shed,
+            }
+            if c.request.priority:
+                entry["priority"] = c.request.priority
+            if c.request.timeout_us:
+                entry["timeout_us"] = c.request.timeout_us
+            if c.slo_p99_s is not None:
+                entry["slo_p99_ms"] = c.slo_p99_s * 1e3
+            if c.completion_p99_s is not None:
+                entry["completion_p99_ms"] = c.completion_p99_s * 1e3
+            if c.request.input_data is not None:
+                entry["input_data"] = str(c.request.input_data)
+            out.append(entry)
+        return {"classes": out}
+
+
+def read_traffic(path: Path, *, dynamic_dim: int = 16, seed: int = 0) -> Traffic:
+    """Read a workload file; every mistake is one line naming the file, the class and the field."""
+    path = Path(path)
+    data = read_yaml(path, "workload file")
+    traffic = parse_traffic(
+        data, where=str(path), base_dir=path.parent, dynamic_dim=dynamic_dim, seed=seed
+    )
+    return dataclasses.replace(traffic, source=path)
+
+
+def parse_traffic(
+    data: Any,
+    *,
+    where: str,
+    base_dir: Path | None = None,
+    dynamic_dim: int = 16,
+    seed: int = 0,
+) -> Traffic:
+    """A workload from its parsed YAML (``where`` names it in errors; relative ``input_data``
+    paths are read from ``base_dir``)."""
+    if not isinstance(data, Mapping) or "classes" not in data:
+        raise InputError(f"{where}: expected a mapping with `classes:`, a list of traffic classes")
+    unknown = sorted(set(data) - {"classes"})
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r} (expected `classes:`)")
+    entries = data["classes"]
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"{where}: classes: expected a non-empty list of traffic classes")
+    classes = [
+        _parse_class(entry, f"{where}: classes[{i}]", base_dir, dynamic_dim, seed + i)
+        for i, entry in enumerate(entries)
+    ]
+    names = [c.name for c in classes]
+    for name in names:
+        if names.count(name) > 1:
+            raise InputError(f"{where}: classes: the name {name!r} is used twice")
+    by_rate = {"rate" in e for e in entries}
+    if len(by_rate) > 1:
+        raise InputError(
+            f"{where}: classes: give every class a `share` or every class a `rate`, not a mix"
+        )
+    return Traffic(tuple(classes), by_rate=by_rate.pop())
+
+
+def _parse_class(
+    entry: Any, where: str, base_dir: Path | None, dynamic_dim: int, seed: int
+) -> TrafficClass:
+    if not isinstance(entry, Mapping):
+        raise InputError(f"{where}: expected a mapping (name, share or rate, slo_p99, ...)")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        raise InputError(f"{where}: name: expected letters, digits, - or _ (got {name!r})")
+    where = f"{where} ({name})"
+    unknown = sorted(set(entry) - set(CLASS_KEYS))
+    if unknown:
+        raise InputError(f"{where}: unknown field {unknown[0]!r} (expected {', '.join(CLASS_KEYS)})")
+    if ("share" in entry) == ("rate" in entry):
+        raise InputError(f"{where}: give exactly one of `share` (a fraction) or `rate` (req/s)")
+    weight = (
+        _positive(entry["share"], f"{where}: share")
+        if "share" in entry
+        else _rate(entry["rate"], f"{where}: rate")
+    )
+    slo = _duration(entry, "slo_p99", where)
+    completion = _duration(entry, "completion_p99", where)
+    if slo is not None and completion is not None:
+        raise InputError(
+            f"{where}: slo_p99 makes the class interactive and completion_p99 bounds a best-effort "
+            "class: give one of them"
+        )
+    timeout = _duration(entry, "timeout", where)
+    may_shed = entry.get("may_shed", False)
+    if not isinstance(may_shed, bool):
+        raise InputError(f"{where}: may_shed: expected true or false (got {may_shed!r})")
+    input_data = entry.get("input_data")
+    if input_data is not None:
+        input_data = Path(str(input_data))
+        if base_dir is not None and not input_data.is_absolute():
+            input_data = base_dir / input_data
+        if not input_data.is_file():
+            raise InputError(f"{where}: input_data: {input_data} is not a file")
+    request = Workload(
+        batch_size=_whole(entry.get("batch_size", 1), f"{where}: batch_size", low=1),
+        input_data=input_data,
+        dynamic_dim=dynamic_dim,
+        seed=seed,
+        priority=_whole(entry.get("priority", 0), f"{where}: priority", low=0),
+        timeout_us=round(timeout * 1e6) if timeout else 0,
+    )
+    return TrafficClass(name, weight, request, slo, completion, may_shed)
+
+
+def _duration(entry: Mapping, key: str, where: str) -> float | None:
+    if entry.get(key) is None:
+        return None
+    seconds = parse_duration(entry[key], what=f"{where}: {key}")
+    if seconds <= 0:
+        raise InputError(f"{where}: {key}: expected a positive duration, e.g. 20ms")
+    return seconds
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputError(f"{where}: expected a positive number (got {value!r})")
+    if math.isinf(value):
+        raise InputError(f"{where}: expected a finite number")
+    return float(value)
+
+
+def _rate(value: Any, where: str) -> float:
+    """``40``, ``40/s`` or ``2400/min`` -> req/s."""
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        for suffix, per in (("/s", 1.0), ("/min", 60.0)):
+            if text.endswith(suffix):
+                try:
+                    return _positive(float(text[: -len(suffix)]), where) / per
+                except ValueError:
+                    break
+        raise InputError(f"{where}: expected a request rate, e.g. 40/s or 2400/min (got {value!r})")
+    return _positive(value, where)
+
+
+def _whole(value: Any, where: str, *, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InputError(f"{where}: expected a whole number >= {low} (got {value!r})")
+    return value

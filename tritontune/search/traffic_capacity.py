@@ -1,0 +1,131 @@
+"""A config's capacity for a mixed workload: the highest total rate at which every class meets
+its objective.
+
+The workload's mix is scaled up as a whole (each class keeps its share), doubling the total rate
+while every class still meets its objective, then bisecting (geometrically) between the last rate
+that did and the first that didn't. Each rate is measured once with
+:func:`tritontune.measure.mixed.measure_traffic`; ``measure`` is a function, so the search is tested
+on a modelled server. Where a class may be shed, a saturated server can keep meeting the
+objectives at any rate (the surplus is rejected); the ramp then stops when the served rate no
+longer grows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tritontune.measure.mixed import TrafficMeasurement
+from tritontune.measure.traffic import Objective, Traffic
+
+#: The ramp stops when doubling the offered rate raised the served rate by less than this.
+SATURATION_GAIN = 0.05
+
+
+@dataclass(frozen=True)
+class TrafficCapacity:
+    """The capacity found, and every level measured on the way (ascending total rate)."""
+
+    traffic: Traffic
+    levels: tuple[TrafficMeasurement, ...]
+    best: TrafficMeasurement | None
+    """The highest-goodput level at which every class met its objective (None: not even the
+    lowest rate did)."""
+
+    @property
+    def feasible(self) -> bool:
+        return self.best is not None
+
+    @property
+    def total_rate(self) -> float:
+        return self.best.total_rate if self.best is not None else 0.0
+
+    def failure(self) -> str:
+        """Why the first failing level failed (one line), or ''."""
+        for level in self.levels:
+            missed = [v for v in level.verdicts(self.traffic) if not v.met]
+            if missed:
+                shown = "; ".join(f"{v.name}: {v.reason}" for v in missed)
+                return f"at {level.total_rate:.0f} req/s: {shown}"
+        return ""
+
+    def cliff(self, name: str) -> float | None:
+        """The lowest total rate at which class ``name``'s p99 passed its bound (None: it never
+        did in the levels measured): where that class's utilization cliff starts."""
+        bound = self.traffic.get(name).latency_bound_s
+        if bound is None:
+            return None
+        for level in self.levels:
+            figures = level.figures(name)
+            if figures.latency.count == 0 or figures.latency.p99 > bound:
+                return level.total_rate
+        return None
+
+    def to_dict(self) -> dict:
+        return {
+            "feasible": self.feasible,
+            "total_rate_per_s": round(self.total_rate, 3),
+            "goodput_per_s": round(self.best.goodput, 3) if self.best else 0.0,
+            "failure": self.failure(),
+            "cliff_total_rate_per_s": {
+                c.name: self.cliff(c.name)
+                for c in self.traffic.classes
+                if c.objective == Objective.LATENCY
+            },
+            "best": self.best.to_dict(self.traffic) if self.best else None,
+            "levels": [level.to_dict(self.traffic) for level in self.levels],
+        }
+
+
+def find_traffic_capacity(
+    measure: Callable[[float], TrafficMeasurement],
+    traffic: Traffic,
+    *,
+    start: float,
+    max_rate: float = 100_000.0,
+    precision: float = 0.1,
+    max_bisections: int = 3,
+) -> TrafficCapacity:
+    """Ramp (x2) from ``start`` req/s, then bisect until the gap between the passing and failing
+    rates is ``precision`` of the passing one or ``max_bisections`` steps were taken."""
+    measured: dict[float, TrafficMeasurement] = {}
+
+    def at(rate: float) -> TrafficMeasurement:
+        if rate not in measured:
+            measured[rate] = measure(rate)
+        return measured[rate]
+
+    def result(best: TrafficMeasurement | None) -> TrafficCapacity:
+        levels = tuple(measured[rate] for rate in sorted(measured))
+        return TrafficCapacity(traffic, levels, best)
+
+    first = at(start)
+    if not first.meets(traffic):
+        return result(None)
+    good, best = start, first
+    bad: float | None = None
+    while good < max_rate:
+        rate = min(max_rate, good * 2)
+        level = at(rate)
+        if not level.meets(traffic):
+            bad = rate
+            break
+        gain = level.goodput / max(best.goodput, 1e-9) - 1
+        good = rate
+        if level.goodput >= best.goodput:
+            best = level
+        if gain < SATURATION_GAIN:
+            break  # saturated: the surplus is shed
+    steps = 0
+    while bad is not None and steps < max_bisections and bad - good > good * precision:
+        steps += 1
+        rate = math.sqrt(good * bad)
+        level = at(rate)
+        if level.meets(traffic):
+            good = rate
+            if level.goodput >= best.goodput:
+                best = level
+        else:
+            bad = rate
+    return result(best)
