@@ -119,6 +119,50 @@ def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
 
 
 @pytest.mark.integration
+def test_profile_a_workload_measures_each_class(example_repository: Path, tmp_path: Path):
+    out = tmp_path / "workload.json"
+    workload = Path(__file__).parent.parent / "examples" / "workloads" / "interactive-batch.yaml"
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--max-queue-delay", "2ms",
+        "--workload", str(workload), "--max-queue-size", "64", "--request-rate", "100",
+        "--warmup", "0.5s", "--window", "0.5s", "--json", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "every class met its objective" in result.output
+    data = json.loads(out.read_text())
+    assert data["config"]["priority_levels"] == 2 and data["config"]["default_priority_level"] == 2
+    assert data["config"]["queue_policies"]["2"]["max_queue_size"] == 64
+    assert data["config"]["queue_policies"]["2"]["timeout_us"] == 2_000_000
+    (level,) = data["levels"]
+    classes = {c["name"]: c for c in level["classes"]}
+    assert set(classes) == {"interactive", "batch"}
+    assert classes["batch"]["batch_size"] == 8
+    # 30 % / 70 % of 100 req/s, Poisson over a 1.5 s span: wide bounds
+    assert 10 < classes["interactive"]["offered_rate_per_s"] < 60
+    assert 40 < classes["batch"]["offered_rate_per_s"] < 110
+    assert level["meets_objectives"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("classes: []\n", "classes: expected a non-empty list"),
+        ("classes:\n  - {name: a, share: 1, slo_p99: 50m}\n", "classes[0] (a): slo_p99: '50m'"),
+        ("classes:\n  - {name: a, share: 1, priority: -1}\n", "classes[0] (a): priority"),
+        ("classes:\n  - {name: a, share: 1, colour: red}\n", "unknown field 'colour'"),
+    ],
+)
+def test_bad_workload_files_are_one_line(example_repository: Path, tmp_path: Path, text, message):
+    path = tmp_path / "traffic.yaml"
+    path.write_text(text)
+    result = run_cli("profile", "-r", str(example_repository), "-m", "mlp", "--workload", str(path))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), result.output
+    assert message in lines[0]
+
+
+@pytest.mark.integration
 def test_impossible_variant_is_refused_before_loading(example_repository: Path):
     result = run_cli(
         "profile", "-r", str(example_repository), "-m", "mlp", "--kind", "gpu",

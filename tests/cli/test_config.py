@@ -83,7 +83,6 @@ def test_values_from_the_file_are_parsed_like_the_flags(tmp_path: Path, example_
         ("search:\n  slo-p99: 50ms\n", "search.slo-p99: unknown option for search section; write "
          "slo_p99 (keys are flag names with _ for -)"),
         ("report:\n  trials: 3\n", "report.trials: unknown option for report section"),
-        ("workload:\n  classes: []\n", "workload: not supported yet"),
         ("status: 3\n", "status: expected a mapping of status's options to values"),
         ("storage: {a: 1}\n", "storage: expected a single value, not a mapping"),
         ("- a\n- list\n", "expected a mapping of option names"),
@@ -97,6 +96,17 @@ def test_bad_config_files_are_one_line_naming_the_file_and_key(tmp_path: Path, t
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {config}"), result.output
     assert message in lines[0]
+
+
+def test_the_workload_is_a_file_path(tmp_path: Path, example_repository: Path):
+    config = write(tmp_path, "profile:\n  workload:\n    classes: []\n")
+    args = ["--model-repository", str(example_repository), "--model", "mlp"]
+    result = run_cli("profile", "-f", str(config), *args)
+    assert result.exit_code == 2
+    assert f"{config}: profile.workload: expected the path of a workload file" in result.output
+    config = write(tmp_path, f"profile:\n  workload: {tmp_path / 'absent.yaml'}\n")
+    result = run_cli("profile", "-f", str(config), *args)
+    assert result.exit_code == 2 and "cannot read the workload file" in result.output
 
 
 def test_a_missing_config_file(tmp_path: Path):

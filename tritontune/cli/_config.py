@@ -42,10 +42,7 @@ from tritontune.yamlfile import read_yaml
 
 #: Keys the file may hold one day but tritontune does not read yet; refused with this reason
 #: rather than taken for a typo or silently ignored.
-RESERVED_KEYS = {
-    "workload": "not supported yet (traffic classes are planned); give the request's shape with "
-    "batch_size and input_data for now",
-}
+RESERVED_KEYS: dict[str, str] = {}
 #: Options that take a YAML mapping in the file (the space, as a --space file holds it).
 _MAPPING_OPTIONS = {"space"}
 
@@ -145,6 +142,11 @@ def _check_key(path: Path, section: str, key: str, known: list[str]) -> None:
 def _cast(path: Path, where: str, param: Any, value: Any, ctx: typer.Context) -> Any:
     """``value`` as the option takes it, checked by the option's own type now."""
     if isinstance(value, dict):
+        if param.name == "workload_file":
+            raise InputError(
+                f"{path}: {where}: expected the path of a workload file "
+                "(e.g. examples/workloads/interactive-batch.yaml), not its classes"
+            )
         if param.name not in _MAPPING_OPTIONS:
             raise InputError(f"{path}: {where}: expected a single value, not a mapping")
         value = SpaceSource(f"{path}: {where}", inline=value)

@@ -357,6 +357,12 @@ def _profile_traffic(
                 "class meeting its objective",
                 highlight=False,
             )
+            if capacity.highest_rate > capacity.total_rate:
+                console.print(
+                    f"objectives kept up to {capacity.highest_rate:,.1f} req/s offered "
+                    "(the surplus shed)",
+                    highlight=False,
+                )
         else:
             console.print(f"[red]no rate tried met every objective[/]: {escape(capacity.failure())}")
     if json_out:

@@ -143,14 +143,24 @@ class Traffic:
         ``timeout`` gets it as its level's queue timeout (REJECT; requests may override it with a
         shorter one). ``admission`` bounds the queue of the lowest level (admission control: past
         it Triton rejects at once instead of queueing into the cliff); without priorities it
-        bounds the one queue. Best-effort classes sit on the lowest level when priorities are on.
+        bounds the one queue, whose timeout is then the longest class timeout (the others apply
+        theirs per request).
         """
         levels = self.priority_levels if priorities else 0
-        if not levels:
-            return dataclasses.replace(
+        if not levels:  # one queue: the longest class timeout, shorter ones per request
+            timeouts = [c.request.timeout_us for c in self.classes if c.request.timeout_us]
+            one_queue = dataclasses.replace(
                 variant,
                 priority_levels=0 if self.priority_levels else variant.priority_levels,
                 max_queue_size=admission if admission is not None else variant.max_queue_size,
+            )
+            if not timeouts:
+                return one_queue
+            return dataclasses.replace(
+                one_queue,
+                queue_timeout_us=max(timeouts),
+                timeout_action="reject",
+                allow_timeout_override=True,
             )
         policies: dict[int, QueuePolicy] = {}
         for c in self.classes:

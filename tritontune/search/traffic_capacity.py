@@ -6,8 +6,9 @@ while every class still meets its objective, then bisecting (geometrically) betw
 that did and the first that didn't. Each rate is measured once with
 :func:`tritontune.measure.mixed.measure_traffic`; ``measure`` is a function, so the search is tested
 on a modelled server. Where a class may be shed, a saturated server can keep meeting the
-objectives at any rate (the surplus is rejected); the ramp then stops when the served rate no
-longer grows.
+objectives past its capacity (the surplus is rejected, which is what admission control is for);
+the ramp goes on while it does, up to an offered rate :data:`MAX_OVERLOAD` times what was served,
+so the capacity also says how much overload the config absorbs with every objective kept.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Objective, Traffic
 
-#: The ramp stops when doubling the offered rate raised the served rate by less than this.
-SATURATION_GAIN = 0.05
+#: The ramp stops once the offered rate is this many times the rate served (shed classes).
+MAX_OVERLOAD = 4.0
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,14 @@ class TrafficCapacity:
 
     @property
     def total_rate(self) -> float:
+        """The total rate offered at :attr:`best`."""
         return self.best.total_rate if self.best is not None else 0.0
+
+    @property
+    def highest_rate(self) -> float:
+        """The highest total rate offered at which every class met its objective (above
+        :attr:`total_rate` when shed classes absorbed an overload)."""
+        return max((m.total_rate for m in self.levels if m.meets(self.traffic)), default=0.0)
 
     def failure(self) -> str:
         """Why the first failing level failed (one line), or ''."""
@@ -66,6 +74,7 @@ class TrafficCapacity:
         return {
             "feasible": self.feasible,
             "total_rate_per_s": round(self.total_rate, 3),
+            "highest_rate_per_s": round(self.highest_rate, 3),
             "goodput_per_s": round(self.best.goodput, 3) if self.best else 0.0,
             "failure": self.failure(),
             "cliff_total_rate_per_s": {
@@ -111,12 +120,11 @@ def find_traffic_capacity(
         if not level.meets(traffic):
             bad = rate
             break
-        gain = level.goodput / max(best.goodput, 1e-9) - 1
         good = rate
         if level.goodput >= best.goodput:
             best = level
-        if gain < SATURATION_GAIN:
-            break  # saturated: the surplus is shed
+        if rate >= MAX_OVERLOAD * level.goodput:
+            break  # the surplus is shed: overload absorbed
     steps = 0
     while bad is not None and steps < max_bisections and bad - good > good * precision:
         steps += 1

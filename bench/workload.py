@@ -1,0 +1,158 @@
+"""Mixed traffic: the best single-class config vs the same config set up for the workload.
+
+Prints numbers; not a timed test. On the example model, with the workload of
+``examples/workloads/interactive-batch.yaml`` (interactive: batch 1, p99 <= 20 ms, 30 % of the
+requests; batch: batch 8, best effort, may be shed, 70 %):
+
+1. today's search (``run_search``, SLO 20 ms, interactive requests, closed loop; the default space
+   without precision variants) picks the best single-class config;
+2. *single-class*: that config as the search picked it (one FIFO queue, no bounds), under the
+   mixed workload;
+3. *workload*: the same config with the workload's scheduler: priority levels (interactive
+   first), the batch class's queue timeout, and admission control on the batch level
+   (``max_queue_size``, ``--admission``).
+
+Each config's capacity for the workload (the highest total rate at which every class meets its
+objective: :func:`find_traffic_capacity`) is measured in ``--rounds`` interleaved rounds (1, 2,
+1, 2, ...); the table gives the median and range of each figure, and the ratio of the workload
+config's sustained total rate to the single-class one's, per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from tritontune.config.repository import load_model_source
+from tritontune.config.variant import Variant
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.traffic import read_traffic
+from tritontune.search.optimize import SearchSettings, run_search, space_for_session
+from tritontune.search.playoff import PlayoffSettings
+from tritontune.search.space import Choice
+from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
+from tritontune.session import TuningSession
+from tritontune.units import parse_duration
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOAD = ROOT / "examples" / "workloads" / "interactive-batch.yaml"
+
+
+def capacity(session: TuningSession, variant: Variant, traffic, start: float) -> TrafficCapacity:
+    session.load_variant(variant)
+    return find_traffic_capacity(
+        lambda rate: session.measure_traffic(traffic, rate), traffic, start=start
+    )
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):,.0f} [{min(values):,.0f}-{max(values):,.0f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", type=Path, default=WORKLOAD)
+    parser.add_argument("--slo", default="20ms", help="the single-class search's p99 SLO")
+    parser.add_argument("--trials", type=int, default=8, help="the single-class search's budget")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--admission", type=int, default=64, help="the batch level's queue bound")
+    parser.add_argument("--start", type=float, default=500.0, help="capacity ramp start (req/s)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    traffic = read_traffic(args.workload)
+    interactive = next(c for c in traffic.classes if c.slo_p99_s is not None)
+    settings = MeasureSettings(warmup_s=1.0, window_s=1.0, stable_windows=3, max_windows=6)
+    source = load_model_source(ROOT / "examples" / "model_repository", "mlp")
+    slo = parse_duration(args.slo)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        TuningSession(source, workload=interactive.request, settings=settings) as session,
+    ):
+        print(f"workload: {traffic.describe()}")
+        space = space_for_session(session, slo).replace("precision", None)
+        largest = max(c.request.batch_size for c in traffic.classes)
+        batch_sizes = space.dimensions.get("max_batch_size")
+        if isinstance(batch_sizes, Choice):  # every class's requests must fit the config
+            kept = tuple(v for v in batch_sizes.values if v >= largest)
+            space = space.replace("max_batch_size", Choice(kept or (largest,)))
+        searched = run_search(
+            session,
+            space,
+            SearchSettings(
+                slo_p99_s=slo,
+                trials=args.trials,
+                seed=0,
+                measure=settings,
+                storage=f"sqlite:///{tmp}/bench.db",
+                study_name="single-class",
+                playoff=PlayoffSettings(top=3, rounds=3, measure=settings),
+            ),
+        )
+        winner = searched.winner
+        assert winner is not None, "the single-class search found no config under its SLO"
+        single = space.to_variant(winner.result.params)
+        print(
+            f"single-class search ({args.trials} configs, SLO {args.slo}): {winner.result.knobs} "
+            f"at {winner.point.throughput:,.0f} infer/s ({winner.figures})"
+        )
+        configs = {
+            "single-class": single,  # as the search picked it: one queue, no bounds
+            "workload": traffic.scheduled(single, priorities=True, admission=args.admission),
+        }
+        rounds: dict[str, list[TrafficCapacity]] = {name: [] for name in configs}
+        for r in range(args.rounds):
+            for name, variant in configs.items():
+                found = capacity(session, variant, traffic, args.start)
+                rounds[name].append(found)
+                disturbed = sum(
+                    1 for m in found.levels if m.interference and m.interference.result_disturbed
+                )
+                print(
+                    f"round {r + 1} {name}: sustained {found.highest_rate:,.0f} req/s, "
+                    f"best goodput {found.best.goodput if found.best else 0:,.0f} req/s"
+                    + (f" ({disturbed} levels disturbed)" if disturbed else "")
+                )
+    rows = {}
+    print()
+    print("| config | sustained total req/s | interactive p99 ms there | batch infer/s there | "
+          "batch rejected/s | goodput req/s |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for name, found in rounds.items():
+        at_highest = [max((m for m in f.levels if m.meets(traffic)), key=lambda m: m.total_rate)
+                      for f in found if f.feasible]  # fmt: skip
+        inter = [m.figures(interactive.name).latency.p99 * 1e3 for m in at_highest]
+        batch = [sum(c.throughput for c in m.classes if c.name != interactive.name) for m in at_highest]
+        rejected = [sum(c.rejected for c in m.classes) / m.span_s for m in at_highest]
+        rows[name] = {
+            "sustained": [f.highest_rate for f in found],
+            "interactive_p99_ms": inter,
+            "batch_infer_per_s": batch,
+            "rejected_per_s": rejected,
+            "goodput": [m.goodput for m in at_highest],
+            "capacity": [f.to_dict() for f in found],
+        }
+        print(
+            f"| {name} | {summary(rows[name]['sustained'])} | "
+            f"{statistics.median(inter):.1f} [{min(inter):.1f}-{max(inter):.1f}] | "
+            f"{summary(batch)} | {summary(rejected)} | {summary(rows[name]['goodput'])} |"
+        )
+    ratios = [
+        w.highest_rate / s.highest_rate
+        for s, w in zip(rounds["single-class"], rounds["workload"], strict=True)
+        if s.highest_rate
+    ]
+    if ratios:
+        print(
+            f"\nworkload / single-class sustained total rate, per round: "
+            f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}; "
+            "target >= 1.3)"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

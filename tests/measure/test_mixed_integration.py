@@ -1,0 +1,105 @@
+"""Mixed traffic on the real server: priority levels and admission control doing their jobs.
+
+The example model is driven past its capacity by a heavy low-priority class (batch 32 requests,
+open loop, more samples per second than one CPU instance computes) while a light interactive
+class runs beside it. The assertions compare one config with another under the same load, with
+wide margins (a saturated queue's wait is hundreds of milliseconds; an interactive request that
+overtakes it waits for one execution), so a busy machine can't flip them.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from tritontune.config.repository import load_model_source
+from tritontune.config.variant import QueuePolicy, Variant
+from tritontune.measure.loadgen import QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.traffic import parse_traffic
+from tritontune.session import TuningSession
+
+pytestmark = pytest.mark.integration
+
+FAST = MeasureSettings(warmup_s=1.0, window_s=1.0, stable_windows=3)
+#: Total req/s: 40 interactive (batch 1) + 960 batch requests of 32 samples (~30k samples/s,
+#: above what one instance of the example model computes on this machine kind).
+TOTAL_RATE = 1000.0
+
+TRAFFIC = parse_traffic(
+    {
+        "classes": [
+            {"name": "interactive", "rate": 40, "priority": 1, "slo_p99": "50ms"},
+            {
+                "name": "batch",
+                "rate": 960,
+                "batch_size": 32,
+                "priority": 2,
+                "timeout": "300ms",
+                "may_shed": True,
+            },
+        ]
+    },
+    where="test workload",
+)
+
+
+@pytest.fixture(scope="module")
+def session(example_repository: Path):
+    with TuningSession(load_model_source(example_repository, "mlp"), settings=FAST) as s:
+        yield s
+
+
+def test_a_high_priority_class_keeps_its_p99_while_a_low_priority_class_saturates(session):
+    base = Variant(max_queue_delay_us=1000, instance_count=1)
+    session.load_variant(TRAFFIC.scheduled(base, priorities=False))
+    fifo = session.measure_traffic(TRAFFIC, TOTAL_RATE)
+    session.load_variant(TRAFFIC.scheduled(base, priorities=True))
+    prioritized = session.measure_traffic(TRAFFIC, TOTAL_RATE)
+
+    for measurement in (fifo, prioritized):  # the batch class really saturated the model
+        batch = measurement.figures("batch")
+        assert batch.errors.get(QUEUE_TIMEOUT_ERROR, 0) > 0, batch.errors
+        assert batch.request_rate < 0.9 * batch.offered_rate
+    fifo_p99 = fifo.figures("interactive").latency.p99
+    prioritized_p99 = prioritized.figures("interactive").latency.p99
+    # In one queue, interactive requests wait behind the batch backlog (up to its 300 ms timeout).
+    assert fifo_p99 > 0.1, f"interactive p99 without priorities: {fifo_p99 * 1e3:.1f} ms"
+    # Served first, they wait for the execution in progress only.
+    assert prioritized_p99 < 0.5 * fifo_p99
+    assert prioritized.figures("interactive").errors == {}
+    verdicts = {v.name: v for v in prioritized.verdicts(TRAFFIC)}
+    assert verdicts["interactive"].met, verdicts["interactive"].reason
+    assert not {v.name: v for v in fifo.verdicts(TRAFFIC)}["interactive"].met
+
+
+def test_admission_control_rejects_past_the_bound_instead_of_queueing(session):
+    base = Variant(max_queue_delay_us=1000, instance_count=1)
+    bounded = Variant(
+        max_queue_delay_us=1000,
+        instance_count=1,
+        priority_levels=2,
+        default_priority_level=2,
+        priority_queue_policies=((2, QueuePolicy(max_queue_size=4)),),
+    )
+    no_timeout = parse_traffic(
+        {
+            "classes": [
+                {"name": "interactive", "rate": 40, "priority": 1, "slo_p99": "50ms"},
+                {"name": "batch", "rate": 960, "batch_size": 32, "priority": 2, "may_shed": True},
+            ]
+        },
+        where="test workload",
+    )
+    session.load_variant(no_timeout.scheduled(base, priorities=True))
+    unbounded = session.measure_traffic(no_timeout, TOTAL_RATE).figures("batch")
+    session.load_variant(bounded)
+    admitted = session.measure_traffic(no_timeout, TOTAL_RATE).figures("batch")
+
+    assert unbounded.errors.get(QUEUE_FULL_ERROR, 0) == 0
+    assert admitted.rejected > 0.1 * admitted.offered_rate * 3  # many refused at the door
+    assert admitted.errors.get(QUEUE_TIMEOUT_ERROR, 0) == 0
+    assert "Exceeds maximum queue size" in admitted.error_examples[QUEUE_FULL_ERROR]
+    # What was admitted waited behind at most 4 queued requests; without the bound the backlog
+    # (and the wait) grew for the whole span.
+    assert admitted.latency.p99 < 0.5 * unbounded.latency.p99
+    assert admitted.latency.p99 < 0.5
