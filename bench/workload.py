@@ -10,7 +10,11 @@ requests; batch: batch 8, best effort, may be shed, 70 %):
    mixed workload;
 3. *workload*: the same config with the workload's scheduler: priority levels (interactive
    first), the batch class's queue timeout, and admission control on the batch level
-   (``max_queue_size``, ``--admission``).
+   (``max_queue_size``, ``--admission``);
+4. *two endpoints*: ``mlp_interactive`` (the single-class winner, one instance) and ``mlp_batch``
+   (a throughput config: ``max_batch_size`` 64, a 5 ms batching window, the batch class's queue
+   timeout and the same admission bound, one instance) in the same server, each class sent to
+   its own endpoint by the client (a router).
 
 Each config's capacity for the workload (the highest total rate at which every class meets its
 objective: :func:`find_traffic_capacity`) is measured in ``--rounds`` interleaved rounds (1, 2,
@@ -21,6 +25,7 @@ config's sustained total rate to the single-class one's, per round.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -41,8 +46,13 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ROOT / "examples" / "workloads" / "interactive-batch.yaml"
 
 
-def capacity(session: TuningSession, variant: Variant, traffic, start: float) -> TrafficCapacity:
-    session.load_variant(variant)
+def capacity(
+    session: TuningSession, config: Variant | dict[str, Variant], traffic, start: float
+) -> TrafficCapacity:
+    if isinstance(config, dict):
+        session.load_endpoints(config)
+    else:
+        session.load_variant(config)
     return find_traffic_capacity(
         lambda rate: session.measure_traffic(traffic, rate), traffic, start=start
     )
@@ -98,9 +108,23 @@ def main() -> None:
             f"single-class search ({args.trials} configs, SLO {args.slo}): {winner.result.knobs} "
             f"at {winner.point.throughput:,.0f} infer/s ({winner.figures})"
         )
-        configs = {
+        batch_class = next(c for c in traffic.classes if c.slo_p99_s is None)
+        throughput = Variant(
+            max_batch_size=64,
+            max_queue_delay_us=5000,
+            instance_count=1,
+            backend_parameters=single.backend_parameters,
+            max_queue_size=args.admission,
+            queue_timeout_us=batch_class.request.timeout_us or None,
+            timeout_action="reject" if batch_class.request.timeout_us else None,
+        )
+        configs: dict[str, Variant | dict[str, Variant]] = {
             "single-class": single,  # as the search picked it: one queue, no bounds
             "workload": traffic.scheduled(single, priorities=True, admission=args.admission),
+            "two endpoints": {
+                interactive.name: dataclasses.replace(single, instance_count=1),
+                batch_class.name: throughput,
+            },
         }
         rounds: dict[str, list[TrafficCapacity]] = {name: [] for name in configs}
         for r in range(args.rounds):

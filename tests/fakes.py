@@ -16,8 +16,11 @@ from tritontune.config.repository import ModelSource
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import Variant, apply_variant
 from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
-from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.loadgen import QUEUE_FULL_ERROR, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
+from tritontune.measure.stats import LatencyStats
+from tritontune.measure.traffic import Traffic
 from tritontune.measure.workload import Workload
 from tritontune.server.launcher import ServerInfo
 
@@ -99,6 +102,49 @@ class FakeSession:
         capacity = 1000.0 * batch
         throughput = min(load.value / 0.002, capacity)
         return measurement(load, throughput, p99=1.5 * load.value / throughput)
+
+    def measure_traffic(
+        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
+    ) -> TrafficMeasurement:
+        """A mixed workload on the modelled server: it computes ``100 x max_batch_size`` samples
+        per second. The first class is interactive (its p99 grows with utilization; priorities
+        keep it low until saturation), the others best effort; their surplus past capacity is
+        rejected with a bounded queue and piles up (answered late) without one."""
+        assert self.loaded is not None
+        self.measured.append(self.loaded.max_batch_size)
+        batching = self.loaded.dynamic_batching
+        priorities = batching.priority_levels > 0
+        bounded = any(p.max_queue_size for p in batching.priority_queue_policy.values()) or (
+            batching.default_queue_policy.max_queue_size > 0
+        )
+        capacity = 100.0 * (self.loaded.max_batch_size or 1)
+        rates = traffic.rates(total_rate)
+        demand = sum(rates[c.name] * c.request.batch_size for c in traffic.classes)
+        utilization = min(demand / capacity, 0.999)
+        figures = []
+        spare = capacity
+        for i, c in enumerate(traffic.classes):
+            offered = rates[c.name]
+            if i == 0:
+                p99 = 0.005 * (1 + utilization) if priorities else 0.005 / (1 - utilization)
+                if demand > capacity and not priorities:
+                    p99 = 1.0
+                served = offered
+            else:
+                p99 = 0.05
+                served = min(offered, max(spare, 0.0) / c.request.batch_size)
+            spare -= served * c.request.batch_size
+            surplus = offered - served
+            errors = {QUEUE_FULL_ERROR: int(surplus * 3)} if surplus > 0 and bounded else {}
+            answered = served + (surplus if bounded else 0.0)
+            count = max(int(served * 3), 1)
+            latency = LatencyStats(count, p99 / 2, p99 / 2, p99, p99, p99, p99, p99)
+            figures.append(
+                ClassFigures(
+                    c.name, c.request.batch_size, offered, served, answered, latency, errors, (p99,)
+                )
+            )
+        return TrafficMeasurement(total_rate, tuple(figures), 3.0, 3.0)
 
     def measure_with_restart(
         self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None

@@ -13,9 +13,11 @@ depend on the small :class:`Session` protocol, so a test drives them with a fake
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -34,7 +36,7 @@ from tritontune.errors import InputError, ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
 from tritontune.measure.mixed import ClassRequests, TrafficMeasurement, measure_traffic
-from tritontune.measure.traffic import Traffic
+from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.measure.workload import Workload, prepare_requests
 from tritontune.precision.convert import cache_dir as precision_cache_dir
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, prepare_precisions
@@ -134,6 +136,8 @@ class TuningSession:
         self._builder: ConfigBuilder | None = None
         self._requests: list[Any] = []
         self._class_requests: dict[str, ClassRequests] = {}
+        self._endpoints: dict[str, tuple[str, ModelConfig]] = {}
+        """Role -> (served name, config) while :meth:`load_endpoints` is in effect."""
         self._was_loaded_remotely = False
 
     def _linked_directories(self) -> tuple[Path, ...]:
@@ -318,6 +322,8 @@ class TuningSession:
 
     def _load(self, config: ModelConfig) -> None:
         assert self.client is not None and self.served is not None
+        if self._endpoints:
+            self._unload_endpoints()
         started = time.perf_counter()
         try:
             self.client.load_model(self.name, self.served.served_config(config))
@@ -368,23 +374,13 @@ class TuningSession:
     def measure_traffic(
         self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
     ) -> TrafficMeasurement:
-        """Measure every class of ``traffic`` at once against the loaded config, at
-        ``total_rate`` req/s in all (each class its share, its own requests and priority)."""
-        if self.tuned_config is None or self.client is None:
+        """Measure every class of ``traffic`` at once, at ``total_rate`` req/s in all (each
+        class its share, its own requests and priority): against the loaded config, or, after
+        :meth:`load_endpoints`, each class against the endpoint named after it."""
+        if self.client is None or (self.tuned_config is None and not self._endpoints):
             raise ServerError("no config is loaded; call load_variant() first")
         if set(self._class_requests) != {c.name for c in traffic.classes}:
-            metadata = self.client.model_metadata(self.name)
-            batching = self.tuned_config.max_batch_size > 0
-            protocol = self.launcher.endpoint().protocol
-            self._class_requests = {
-                c.name: ClassRequests(
-                    self.name,
-                    prepare_requests(
-                        self.name, metadata, c.request, batching=batching, protocol=protocol
-                    ),
-                )
-                for c in traffic.classes
-            }
+            self._class_requests = {c.name: self._requests_for(c) for c in traffic.classes}
         self.launcher.check_alive()
         measurement = measure_traffic(
             self.launcher.endpoint(),
@@ -396,6 +392,61 @@ class TuningSession:
         )
         self.launcher.check_alive()
         return measurement
+
+    def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
+        assert self.client is not None
+        if self._endpoints:
+            if traffic_class.name not in self._endpoints:
+                raise InputError(
+                    f"no endpoint for the class {traffic_class.name!r} "
+                    f"(endpoints: {', '.join(sorted(self._endpoints))})"
+                )
+            model, config = self._endpoints[traffic_class.name]
+        else:
+            assert self.tuned_config is not None
+            model, config = self.name, self.tuned_config
+        requests = prepare_requests(
+            model,
+            self.client.model_metadata(model),
+            traffic_class.request,
+            batching=config.max_batch_size > 0,
+            protocol=self.launcher.endpoint().protocol,
+        )
+        return ClassRequests(model, requests)
+
+    def load_endpoints(self, variants: Mapping[str, Variant]) -> dict[str, ModelConfig]:
+        """Serve the model as one endpoint per role instead of one shared model: ``NAME_role``,
+        each with its own config (the export's endpoint naming), while the shared model is
+        unloaded. A workload's class is then sent to the endpoint of its name (a client-side
+        router); :meth:`load_variant` goes back to the shared model."""
+        if not self.launcher.owns_server:
+            raise InputError("separate endpoints need a server tritontune launched (model files)")
+        assert self.client is not None
+        configs = {}
+        self._unload_endpoints()
+        self.client.unload_model(self.name)
+        self.tuned_config = None
+        for role, variant in variants.items():
+            name = f"{self.name}_{role}"
+            served = self.repository.add(
+                dataclasses.replace(self.source, name=name), self.info.capabilities.backends
+            )
+            config = self.build_config(variant)
+            try:
+                self.client.load_model(name, served.served_config(config))
+            except ServerError:
+                self.launcher.check_alive()
+                raise
+            self._endpoints[role] = (name, config)
+            configs[role] = config
+        self._class_requests = {}
+        return configs
+
+    def _unload_endpoints(self) -> None:
+        assert self.client is not None
+        for name, _ in self._endpoints.values():
+            self.client.unload_model(name)
+        self._endpoints = {}
 
     def measure_with_restart(
         self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None

@@ -103,3 +103,39 @@ def test_admission_control_rejects_past_the_bound_instead_of_queueing(session):
     # (and the wait) grew for the whole span.
     assert admitted.latency.p99 < 0.5 * unbounded.latency.p99
     assert admitted.latency.p99 < 0.5
+
+
+def test_two_endpoints_each_serve_their_class_and_the_shared_model_comes_back(session):
+    traffic = parse_traffic(
+        {
+            "classes": [
+                {"name": "interactive", "share": 0.3, "slo_p99": "200ms"},
+                {"name": "batch", "share": 0.7, "batch_size": 8},
+            ]
+        },
+        where="test workload",
+    )
+    configs = session.load_endpoints(
+        {
+            "interactive": Variant(dynamic_batching=False, instance_count=1),
+            "batch": Variant(max_queue_delay_us=5000, instance_count=1),
+        }
+    )
+    assert not configs["interactive"].HasField("dynamic_batching")
+    assert session.client.is_model_ready("mlp_interactive") and session.client.is_model_ready(
+        "mlp_batch"
+    )
+    assert not session.client.is_model_ready("mlp")
+    measured = session.measure_traffic(traffic, 100)
+    assert set(measured.server) == {"mlp_interactive", "mlp_batch"}
+    # Each endpoint got its class only: one sample per request there, eight here.
+    interactive, batch = measured.server["mlp_interactive"], measured.server["mlp_batch"]
+    assert interactive.requests > 0 and interactive.avg_batch_size == pytest.approx(1.0)
+    assert batch.requests > 0 and batch.avg_batch_size >= 8
+    assert measured.meets(traffic), measured.verdicts(traffic)
+
+    session.load_variant(Variant(max_queue_delay_us=1000))
+    assert session.client.is_model_ready("mlp")
+    assert not session.client.is_model_ready("mlp_batch")
+    shared = session.measure_traffic(traffic, 100)
+    assert set(shared.server) == {"mlp"}

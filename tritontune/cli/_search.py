@@ -53,9 +53,11 @@ from tritontune.cli._common import (
     user_errors,
 )
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
+from tritontune.cli._workload import search_workload
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.traffic import read_traffic
 from tritontune.measure.workload import Workload
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
@@ -81,6 +83,7 @@ from tritontune.search.playoff import (
 )
 from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_kinds
 from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
+from tritontune.search.workload_search import WorkloadSearchSettings
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.server.endpoint import client_settings
 from tritontune.session import TuningSession, failure_log_path, open_session
@@ -103,8 +106,18 @@ def search(
     ctx: typer.Context,
     model_repository: RepositoryOption,
     model: ModelOption,
-    slo_p99: Annotated[str, typer.Option(help="The latency SLO on p99, e.g. 50ms.")],
+    slo_p99: Annotated[
+        str | None, typer.Option(help="The latency SLO on p99, e.g. 50ms (required unless --workload).")
+    ] = None,
     config: ConfigOption = None,
+    workload_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload",
+            help="Workload file (YAML): search for the highest total rate at which every class "
+            "meets its objective (each class's SLO replaces --slo-p99).",
+        ),
+    ] = None,
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
@@ -180,6 +193,13 @@ def search(
     """Search for the highest-throughput config whose p99 meets the SLO."""
     with user_errors(ctx):
         plan_options = parse_plan_options(headroom, peak_qps)
+        if workload_file is not None:
+            traffic = read_traffic(workload_file)
+            slo_p99 = slo_p99 or format_duration(
+                min((c.slo_p99_s for c in traffic.classes if c.slo_p99_s), default=1.0)
+            )
+        if slo_p99 is None:
+            raise InputError("--slo-p99: required (e.g. --slo-p99 50ms), or give --workload FILE")
         slo = parse_duration(slo_p99, what="--slo-p99")
         if slo <= 0:
             raise InputError("--slo-p99: must be above 0, e.g. 50ms")
@@ -231,6 +251,22 @@ def search(
             settings=settings.measure,
             failure_log=failure_log_path(out, study_name),
         )
+        if workload_file is not None:
+            search_workload(
+                session,
+                space_for_session(session, slo, space).replace("precision", None),
+                traffic,
+                WorkloadSearchSettings(
+                    trials=trials or 12,
+                    seed=seed,
+                    storage=storage,
+                    study_name=study,
+                    top=max(playoff_top, 1),
+                    rounds=playoff_rounds,
+                ),
+                results,
+            )
+            return
         with kept_log_said(session):
             print_server(session)
             tuning_space = space_for_session(session, slo, space)

@@ -35,12 +35,12 @@ from tritontune.measure.loadgen import (
 )
 from tritontune.measure.measurement import MeasureSettings, ServerSplit, no_gc_pauses
 from tritontune.measure.stats import LatencyStats, spread
-from tritontune.measure.traffic import MAX_ERROR_RATE, Objective, Traffic, TrafficClass
+from tritontune.measure.traffic import MAX_ERROR_RATE, Traffic, TrafficClass
 from tritontune.server.client import ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
 
-#: A best-effort class keeps up when at least this part of its arrivals in the span were answered
-#: (served, or shed where it may be): below it, a backlog is growing in the server's queue.
+#: A class keeps up when at least this part of its arrivals in the span were answered (served, or
+#: shed where it may be): below it, a backlog is growing in the server's queue.
 KEEP_UP_FRACTION = 0.9
 
 
@@ -140,7 +140,7 @@ def judge(traffic_class: TrafficClass, figures: ClassFigures) -> ClassVerdict:
     p99 = figures.latency.p99
     if bound is not None and p99 > bound:
         return ClassVerdict(name, False, f"p99 {p99 * 1e3:.1f} ms > {bound * 1e3:g} ms")
-    if traffic_class.objective == Objective.THROUGHPUT and figures.offered_rate > 0:
+    if figures.offered_rate > 0:  # a class left unanswered is not served, whatever its p99
         kept_up = figures.answered_rate / figures.offered_rate
         if kept_up < KEEP_UP_FRACTION:
             return ClassVerdict(

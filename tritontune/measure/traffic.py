@@ -328,6 +328,10 @@ def _rate(value: Any, where: str) -> float:
     """``40``, ``40/s`` or ``2400/min`` -> req/s."""
     if isinstance(value, str):
         text = value.strip().replace(" ", "")
+        try:
+            return _positive(float(text), where)
+        except ValueError:
+            pass
         for suffix, per in (("/s", 1.0), ("/min", 60.0)):
             if text.endswith(suffix):
                 try:

@@ -73,6 +73,9 @@ class _StudyKey:
     CONFIRMED = "confirmed"
     PLAYOFF = "playoff"
     BUDGET = "budget_trials"
+    WORKLOAD = "workload"
+    """A workload study's traffic classes (``Traffic.to_dict``): its identity."""
+    WORKLOAD_FINAL = "workload_final"
 
 
 class _TrialKey:
@@ -89,6 +92,7 @@ class _TrialKey:
     SERVER_RESTARTS = "server_restarts"
     WORKER = "worker"
     SURPLUS = "surplus"
+    TRAFFIC_CAPACITY = "traffic_capacity"
     #: ``value:KNOB`` (``value:max_queue_delay_us`` for a delay): each knob of the point as its
     #: own attribute, named with its unit, for optuna-dashboard. The trial's params show the same
     #: values (the search's sampler snaps ordered dimensions before they are stored, see
@@ -458,6 +462,88 @@ def open_study(
             _StudyKey.CREATED, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         )
     return study, resumed
+
+
+def open_workload_study(
+    storage: str | optuna.storages.BaseStorage,
+    study_name: str,
+    *,
+    model: str,
+    workload: dict[str, Any],
+    sampler: optuna.samplers.BaseSampler,
+) -> tuple[optuna.Study, bool]:
+    """Create or resume a workload study (``search --workload``): its identity is the model and
+    the workload's classes, so a study is never resumed for other traffic."""
+    backend = open_storage(storage) if isinstance(storage, str) else storage
+    existing = {s.study_name for s in optuna.study.get_all_study_summaries(backend)}
+    study = optuna.create_study(
+        storage=backend,
+        study_name=study_name,
+        direction="maximize",
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    resumed = study_name in existing
+    if resumed:
+        attrs = study.user_attrs
+        if attrs.get(_StudyKey.MODEL) != model or attrs.get(_StudyKey.WORKLOAD) != workload:
+            raise InputError(
+                f"study {study_name!r} was created for another model or workload; "
+                "pick another --study name"
+            )
+    else:
+        study.set_user_attr(_StudyKey.MODEL, model)
+        study.set_user_attr(_StudyKey.WORKLOAD, workload)
+        study.set_user_attr(_StudyKey.VERSION, __version__)
+        study.set_user_attr(
+            _StudyKey.CREATED, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        )
+    return study, resumed
+
+
+def tell_capacity(
+    study: optuna.Study, trial: optuna.Trial, capacity: dict[str, Any], total_rate: float
+) -> None:
+    """A workload trial: the highest total rate at which every class met its objective is the
+    objective; the capacity search's levels are kept for the report."""
+    trial.set_user_attr(_TrialKey.TRAFFIC_CAPACITY, capacity)
+    study.tell(trial, total_rate)
+
+
+def save_workload_final(study: optuna.Study, final: dict[str, Any]) -> None:
+    study.set_user_attr(_StudyKey.WORKLOAD_FINAL, final)
+
+
+@dataclass(frozen=True)
+class WorkloadTrial:
+    """One trial of a workload study as the study keeps it."""
+
+    number: int
+    params: dict[str, Any]
+    knobs: dict[str, Any]
+    capacity: dict[str, Any] | None
+    total_rate: float | None
+    error: str | None
+
+
+def read_workload_trials(study: optuna.Study) -> list[WorkloadTrial]:
+    """The measured (or failed) trials of a workload study, best first; re-proposals left out."""
+    out = []
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        if trial.state not in (TrialState.COMPLETE, TrialState.FAIL) or _TrialKey.DUPLICATE_OF in attrs:
+            continue
+        out.append(
+            WorkloadTrial(
+                number=trial.number,
+                params=dict(attrs.get(_TrialKey.POINT, {})),
+                knobs=dict(attrs.get(_TrialKey.KNOBS, {})),
+                capacity=attrs.get(_TrialKey.TRAFFIC_CAPACITY),
+                total_rate=trial.value if trial.state == TrialState.COMPLETE else None,
+                error=attrs.get(_TrialKey.ERROR),
+            )
+        )
+    return sorted(out, key=lambda t: -(t.total_rate or -1.0))
 
 
 def _identity(attrs: Mapping[str, Any]) -> StudyIdentity | None:

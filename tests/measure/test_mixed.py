@@ -1,0 +1,381 @@
+"""Per-class statistics of a mixed workload (tritontune.measure.mixed): a class's figures over the
+measured span from a hand-filled request log (rates, latency over the span's successes only,
+per-window p99s, rejections and queue timeouts), the verdict on each class's objective, a whole
+measurement's verdicts, goodput and report, and how Triton's scheduler messages become error
+kinds (tritontune.measure.loadgen.error_kind)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from tritontune.measure.loadgen import (
+    QUEUE_FULL_ERROR,
+    QUEUE_TIMEOUT_ERROR,
+    LoadSpec,
+    Stream,
+    error_kind,
+)
+from tritontune.measure.mixed import (
+    ClassFigures,
+    TrafficMeasurement,
+    _class_figures,
+    _Edge,
+    judge,
+)
+from tritontune.measure.stats import LatencyStats
+from tritontune.measure.traffic import Traffic, TrafficClass
+from tritontune.measure.workload import Workload
+
+INTERACTIVE = TrafficClass("interactive", 0.3, Workload(batch_size=1, priority=1), slo_p99_s=0.020)
+BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8, priority=2), may_shed=False)
+SHED_BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8, priority=2), may_shed=True)
+BOUNDED_BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8), completion_p99_s=5.0)
+
+
+def stream(name: str = "batch") -> Stream:
+    return Stream(name, [], LoadSpec.rate(10))
+
+
+def edges(name: str, points: list[tuple[float, int]]) -> list[_Edge]:
+    """Edges at ``(time, requests logged by then)``."""
+    return [_Edge(at, {name: count}, stats={}) for at, count in points]
+
+
+def figures(
+    name: str = "batch",
+    *,
+    latencies: Sequence[float] = (),
+    errors: dict[str, int] | None = None,
+    offered_rate: float | None = None,
+    answered_rate: float | None = None,
+    batch_size: int = 8,
+    span: float = 1.0,
+) -> ClassFigures:
+    """Figures as _class_figures would give them: ``latencies`` of successes and ``errors``,
+    answered over ``span`` seconds (answered_rate defaults to everything answered in the span,
+    offered_rate to answered_rate: a class that keeps up)."""
+    errors = dict(errors or {})
+    answered = len(latencies) + sum(errors.values())
+    answered_rate = answered / span if answered_rate is None else answered_rate
+    return ClassFigures(
+        name=name,
+        batch_size=batch_size,
+        offered_rate=answered_rate if offered_rate is None else offered_rate,
+        request_rate=len(latencies) / span,
+        answered_rate=answered_rate,
+        latency=LatencyStats.from_samples(list(latencies)),
+        errors=errors,
+        p99_windows=(),
+    )
+
+
+# --- figures over the span -------------------------------------------------------------------
+
+
+def filled_stream() -> tuple[Stream, list[_Edge]]:
+    """Two requests before the span (slow ones, which must not count), then two 1 s windows:
+    window 1 has successes of 1..10 ms and a rejection; window 2 has successes of 11..20 ms, a
+    queue timeout, a client deadline and an UNAVAILABLE."""
+    s = stream()
+    log = s.log
+    log.record(9.5, 5.0, None)  # before the first edge: excluded
+    log.record(9.9, 5.0, "UNAVAILABLE")
+    for i in range(1, 11):
+        log.record(10.0 + i / 20, i / 1000, None)
+    log.record(10.9, 0.001, QUEUE_FULL_ERROR)
+    log.error_examples[QUEUE_FULL_ERROR] = "Exceeds maximum queue size"
+    for i in range(11, 21):
+        log.record(11.0 + (i - 10) / 20, i / 1000, None)
+    log.record(11.7, 2.0, QUEUE_TIMEOUT_ERROR)
+    log.record(11.8, 3.0, "DEADLINE_EXCEEDED")
+    log.record(11.9, 0.5, "UNAVAILABLE")
+    # arrivals: 3 before the span, 30 in it (10.0 <= t < 12.0), 2 at or past its end
+    log.scheduled += [9.0, 9.5, 9.9]
+    log.scheduled += [10.0 + i / 15 for i in range(30)]
+    log.scheduled += [12.0, 12.5]
+    log.send_lag += [0.001] * 99 + [0.050]
+    return s, edges("batch", [(10.0, 2), (11.0, 13), (12.0, 26)])
+
+
+def test_rates_count_only_the_span():
+    s, e = filled_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.offered_rate == pytest.approx(30 / 2.0)  # scheduled in [10, 12)
+    assert f.answered_rate == pytest.approx(24 / 2.0)  # 20 successes + 4 errors
+    assert f.request_rate == pytest.approx(20 / 2.0)
+    assert f.answered() == 24
+
+
+def test_throughput_is_request_rate_times_batch_size():
+    s, e = filled_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.batch_size == 8
+    assert f.throughput == pytest.approx(10.0 * 8)
+
+
+def test_latency_is_over_the_spans_successes_only():
+    s, e = filled_stream()
+    latency = _class_figures(s, BATCH, e, span=2.0).latency
+    # 1..20 ms: the 5 s requests before the span and the failures' times are left out
+    assert latency.count == 20
+    assert latency.max == pytest.approx(0.020)
+    assert latency.mean == pytest.approx(0.0105)
+    # perf_analyzer's index int(0.99 * 19 + 0.5) = 19: the 20th smallest, 20 ms
+    assert latency.p99 == pytest.approx(0.020)
+    # int(0.5 * 19 + 0.5) = 10: the 11th smallest, 11 ms
+    assert latency.p50 == pytest.approx(0.011)
+
+
+def test_p99_per_window():
+    s, e = filled_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.p99_windows == pytest.approx((0.010, 0.020))
+
+
+def test_window_without_a_success_has_nan_p99():
+    s = stream()
+    s.log.record(1.5, 0.01, None)
+    s.log.record(2.5, 0.01, QUEUE_FULL_ERROR)
+    f = _class_figures(s, BATCH, edges("batch", [(1.0, 0), (2.0, 1), (3.0, 2)]), span=2.0)
+    assert f.p99_windows[0] == pytest.approx(0.01)
+    assert math.isnan(f.p99_windows[1])
+
+
+def test_rejections_and_timeouts_are_counted_apart():
+    s, e = filled_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.errors == {
+        QUEUE_FULL_ERROR: 1,
+        QUEUE_TIMEOUT_ERROR: 1,
+        "DEADLINE_EXCEEDED": 1,
+        "UNAVAILABLE": 1,  # the one before the span is not counted
+    }
+    assert f.rejected == 1
+    assert f.timed_out == 2  # queue timeout + client deadline
+
+
+def test_failures_excuse_the_schedulers_decisions_only_when_sheddable():
+    s, e = filled_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.failures(may_shed=False) == 4
+    # QUEUE_FULL and QUEUE_TIMEOUT are excused; a client deadline and UNAVAILABLE are not
+    assert f.failures(may_shed=True) == 2
+
+
+def test_error_examples_and_send_lag():
+    s, e = filled_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.error_examples[QUEUE_FULL_ERROR] == "Exceeds maximum queue size"
+    assert f.error_examples["UNAVAILABLE"] == ""  # kinds without an example kept show ""
+    assert set(f.error_examples) == set(f.errors)
+    assert f.send_lag_p99_s == pytest.approx(0.050)
+
+
+def test_no_send_lag_recorded_gives_none():
+    s = stream()
+    s.log.record(1.5, 0.01, None)
+    f = _class_figures(s, BATCH, edges("batch", [(1.0, 0), (2.0, 1)]), span=1.0)
+    assert f.send_lag_p99_s is None
+    assert f.offered_rate == 0.0  # nothing scheduled (a closed loop's log)
+
+
+def test_figures_to_dict_is_in_milliseconds():
+    s, e = filled_stream()
+    out = _class_figures(s, BATCH, e, span=2.0).to_dict()
+    assert out["throughput_infer_per_s"] == pytest.approx(80.0)
+    assert out["p99_windows_ms"] == pytest.approx([10.0, 20.0])
+    assert out["latency_ms"]["p99"] == pytest.approx(20.0)
+    assert (out["rejected"], out["timed_out"]) == (1, 2)
+    assert out["send_lag_p99_ms"] == pytest.approx(50.0)
+    json.dumps(out)
+
+
+# --- judging a class -------------------------------------------------------------------------
+
+
+def test_interactive_within_its_slo_meets_it():
+    verdict = judge(INTERACTIVE, figures("interactive", latencies=[0.010] * 200))
+    assert verdict.met
+    assert verdict.name == "interactive"
+    assert "p99 10.0 ms" in verdict.reason
+
+
+def test_interactive_over_its_slo_misses_it():
+    latencies = [0.010] * 95 + [0.030] * 5
+    verdict = judge(INTERACTIVE, figures("interactive", latencies=latencies))
+    assert not verdict.met
+    assert verdict.reason == "p99 30.0 ms > 20 ms"
+
+
+def test_p99_exactly_at_the_slo_meets_it():
+    assert judge(INTERACTIVE, figures("interactive", latencies=[0.020] * 100)).met
+
+
+def test_more_than_one_percent_failures_misses():
+    verdict = judge(
+        INTERACTIVE, figures("interactive", latencies=[0.001] * 98, errors={"UNAVAILABLE": 2})
+    )
+    assert not verdict.met
+    assert verdict.reason == "2 of 100 requests failed (UNAVAILABLE x2)"
+
+
+def test_one_percent_failures_is_allowed():
+    verdict = judge(
+        INTERACTIVE, figures("interactive", latencies=[0.001] * 99, errors={"UNAVAILABLE": 1})
+    )
+    assert verdict.met
+
+
+def test_rejections_fail_a_class_that_may_not_be_shed():
+    f = figures(latencies=[0.1] * 80, errors={QUEUE_FULL_ERROR: 20})
+    verdict = judge(BATCH, f)
+    assert not verdict.met
+    assert "20 of 100 requests failed" in verdict.reason
+    assert "QUEUE_FULL x20" in verdict.reason
+
+
+def test_rejections_are_excused_when_the_class_may_be_shed():
+    f = figures(latencies=[0.1] * 80, errors={QUEUE_FULL_ERROR: 15, QUEUE_TIMEOUT_ERROR: 5})
+    verdict = judge(SHED_BATCH, f)
+    assert verdict.met
+    assert "15 rejected, 5 timed out (may be shed)" in verdict.reason
+
+
+def test_a_sheddable_class_still_fails_on_other_errors():
+    f = figures(latencies=[0.1] * 80, errors={QUEUE_FULL_ERROR: 10, "INTERNAL": 10})
+    verdict = judge(SHED_BATCH, f)
+    assert not verdict.met
+    assert "10 of 100 requests failed" in verdict.reason
+
+
+def test_a_class_shed_entirely_misses():
+    verdict = judge(SHED_BATCH, figures(errors={QUEUE_FULL_ERROR: 50}))
+    assert not verdict.met
+    assert verdict.reason == "every request was shed"
+
+
+def test_best_effort_falling_behind_misses_with_backlog():
+    f = figures(latencies=[0.5] * 80, offered_rate=100.0, answered_rate=85.0)
+    verdict = judge(BATCH, f)
+    assert not verdict.met
+    assert "backlog" in verdict.reason
+    assert "85%" in verdict.reason
+
+
+def test_best_effort_keeping_up_meets():
+    f = figures(latencies=[0.5] * 90, offered_rate=100.0, answered_rate=90.0)
+    assert judge(BATCH, f).met
+
+
+def test_best_effort_over_its_completion_bound_misses():
+    latencies = [1.0] * 90 + [6.0] * 10
+    verdict = judge(BOUNDED_BATCH, figures(latencies=latencies))
+    assert not verdict.met
+    assert verdict.reason == "p99 6000.0 ms > 5000 ms"
+
+
+def test_best_effort_within_its_completion_bound_meets():
+    assert judge(BOUNDED_BATCH, figures(latencies=[4.0] * 100)).met
+
+
+def test_nothing_answered_misses():
+    verdict = judge(BATCH, figures(offered_rate=50.0, answered_rate=0.0))
+    assert not verdict.met
+    assert verdict.reason == "no request was answered in the span"
+
+
+# --- a whole measurement ---------------------------------------------------------------------
+
+
+TRAFFIC = Traffic((INTERACTIVE, SHED_BATCH))
+
+
+def measurement(interactive_p99: float, batch_rejected: int = 0) -> TrafficMeasurement:
+    return TrafficMeasurement(
+        total_rate=200.0,
+        classes=(
+            figures("interactive", latencies=[interactive_p99] * 60, batch_size=1, span=2.0),
+            figures(
+                "batch",
+                latencies=[0.5] * 100,
+                errors={QUEUE_FULL_ERROR: batch_rejected} if batch_rejected else {},
+                batch_size=8,
+                span=2.0,
+            ),
+        ),
+        span_s=2.0,
+        duration_s=5.0,
+    )
+
+
+def test_meets_when_every_class_does():
+    m = measurement(0.010, batch_rejected=10)
+    assert m.meets(TRAFFIC)
+    assert [v.met for v in m.verdicts(TRAFFIC)] == [True, True]
+
+
+def test_misses_when_one_class_does():
+    m = measurement(0.050)
+    assert not m.meets(TRAFFIC)
+    verdicts = m.verdicts(TRAFFIC)
+    assert [(v.name, v.met) for v in verdicts] == [("interactive", False), ("batch", True)]
+
+
+def test_verdicts_follow_the_traffics_order():
+    m = measurement(0.010)
+    reversed_traffic = Traffic((SHED_BATCH, INTERACTIVE))
+    assert [v.name for v in m.verdicts(reversed_traffic)] == ["batch", "interactive"]
+
+
+def test_goodput_and_throughput_add_the_classes():
+    m = measurement(0.010, batch_rejected=10)
+    assert m.goodput == pytest.approx(30.0 + 50.0)  # successes per second
+    assert m.throughput == pytest.approx(30.0 * 1 + 50.0 * 8)
+
+
+def test_figures_by_name():
+    m = measurement(0.010)
+    assert m.figures("batch").batch_size == 8
+    with pytest.raises(KeyError):
+        m.figures("nope")
+
+
+def test_to_dict_with_traffic_carries_the_verdicts():
+    out = measurement(0.050, batch_rejected=10).to_dict(TRAFFIC)
+    assert out["meets_objectives"] is False
+    assert out["verdicts"]["interactive"] == {"met": False, "reason": "p99 50.0 ms > 20 ms"}
+    assert out["verdicts"]["batch"]["met"] is True
+    assert out["goodput_per_s"] == pytest.approx(80.0)
+    assert out["throughput_infer_per_s"] == pytest.approx(430.0)
+    assert [c["name"] for c in out["classes"]] == ["interactive", "batch"]
+    assert out["server"] == {} and out["interference"] is None
+    json.dumps(out)
+
+
+def test_to_dict_without_traffic_has_no_verdicts():
+    out = measurement(0.010).to_dict()
+    assert "verdicts" not in out and "meets_objectives" not in out
+    assert out["total_rate_per_s"] == 200.0
+
+
+# --- Triton's scheduler messages -------------------------------------------------------------
+
+
+def test_queue_full_message_is_a_rejection():
+    message = "[request id: <id_unknown>] Exceeds maximum queue size"
+    assert error_kind("UNAVAILABLE", message) == QUEUE_FULL_ERROR
+    assert error_kind("HTTP_503", message) == QUEUE_FULL_ERROR
+
+
+def test_queue_timeout_message_is_a_timeout():
+    assert error_kind("UNAVAILABLE", "Request timeout expired") == QUEUE_TIMEOUT_ERROR
+    assert error_kind("HTTP_503", "[request id: 7] Request timeout expired") == QUEUE_TIMEOUT_ERROR
+
+
+def test_other_errors_keep_their_kind():
+    assert error_kind("UNAVAILABLE", "connection refused") == "UNAVAILABLE"
+    assert error_kind("HTTP_400", "bad input shape") == "HTTP_400"

@@ -1,0 +1,348 @@
+"""The capacity search for a mixed workload (tritontune.search.traffic_capacity), driven by a
+modelled server: the interactive class's p99 grows as the total rate nears the server's capacity
+C and passes its SLO past 0.8 C; the best-effort class falls behind past C (or, where it may be
+shed, has its surplus rejected). Checked: the capacity found is within the bisection's precision
+of the true threshold and never a rate that failed, each rate is measured once and the levels
+come out ascending, an infeasible start, the cliff of a class, a shed class's overload stopping the
+ramp, and the JSON report."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import pytest
+
+from tritontune.measure.loadgen import QUEUE_FULL_ERROR
+from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
+from tritontune.measure.stats import LatencyStats
+from tritontune.measure.traffic import Traffic, TrafficClass
+from tritontune.measure.workload import Workload
+from tritontune.search.traffic_capacity import MAX_OVERLOAD, find_traffic_capacity
+
+SLO = 0.020
+SPAN = 10.0
+#: The interactive p99 is BASE_P99 / (1 - u) at utilization u: it passes the SLO past u = 0.8.
+BASE_P99 = 0.004
+CLIFF_UTILIZATION = 1 - BASE_P99 / SLO
+
+INTERACTIVE = TrafficClass("interactive", 0.3, Workload(batch_size=1, priority=1), slo_p99_s=SLO)
+BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8, priority=2))
+TRAFFIC = Traffic((INTERACTIVE, BATCH))
+
+
+def latency(p99: float, count: int) -> LatencyStats:
+    if count == 0:
+        return LatencyStats.from_samples([])
+    return LatencyStats(count, p99 / 2, p99 / 2, p99 * 0.8, p99 * 0.9, p99, p99 * 1.1, p99 * 1.2)
+
+
+def class_figures(
+    traffic_class: TrafficClass,
+    *,
+    offered: float,
+    served: float,
+    p99: float,
+    rejected: float = 0.0,
+) -> ClassFigures:
+    """A class offered ``offered`` req/s, ``served`` of them successfully at ``p99``, and
+    ``rejected`` req/s refused at once by the queue (answered, as failures)."""
+    errors = {QUEUE_FULL_ERROR: round(rejected * SPAN)} if rejected else {}
+    return ClassFigures(
+        name=traffic_class.name,
+        batch_size=traffic_class.request.batch_size,
+        offered_rate=offered,
+        request_rate=served,
+        answered_rate=served + rejected,
+        latency=latency(p99, round(served * SPAN)),
+        errors=errors,
+        p99_windows=(p99, p99),
+    )
+
+
+def interactive_p99(utilization: float) -> float:
+    """Grows like a queue's as the server fills; past saturation it keeps growing."""
+    return BASE_P99 / (1 - min(utilization, 0.95)) * max(1.0, utilization)
+
+
+def modelled_server(
+    capacity: float, traffic: Traffic = TRAFFIC
+) -> Callable[[float], TrafficMeasurement]:
+    """A server that completes ``capacity`` req/s at most (past it, each class gets its share of
+    that, so a best-effort class falls behind); the interactive p99 grows with utilization."""
+
+    def measure(rate: float) -> TrafficMeasurement:
+        utilization = rate / capacity
+        served = min(1.0, capacity / rate)
+        figures = []
+        for c, class_rate in zip(traffic.classes, traffic.rates(rate).values(), strict=True):
+            p99 = interactive_p99(utilization) if c.slo_p99_s is not None else 0.5
+            figures.append(class_figures(c, offered=class_rate, served=class_rate * served, p99=p99))
+        return TrafficMeasurement(rate, tuple(figures), span_s=SPAN, duration_s=SPAN + 5)
+
+    return measure
+
+
+def recording(measure: Callable[[float], TrafficMeasurement]):
+    """``measure``, keeping the rates it was called at."""
+    calls: list[float] = []
+
+    def wrapped(rate: float) -> TrafficMeasurement:
+        calls.append(rate)
+        return measure(rate)
+
+    return wrapped, calls
+
+
+@pytest.mark.parametrize(
+    ("capacity", "start"), [(1000.0, 70.0), (1000.0, 1.0), (250.0, 3.0), (50_000.0, 100.0)]
+)
+def test_capacity_is_within_the_precision_of_the_true_threshold(capacity, start):
+    threshold = CLIFF_UTILIZATION * capacity
+    found = find_traffic_capacity(modelled_server(capacity), TRAFFIC, start=start, precision=0.1)
+    assert found.feasible
+    assert found.total_rate <= threshold
+    assert threshold <= found.total_rate * 1.1
+    # the failing rate that bounds it is close above
+    failing = [m.total_rate for m in found.levels if not m.meets(TRAFFIC)]
+    assert found.total_rate < min(failing) <= found.total_rate * 1.1
+
+
+def test_finer_precision_needs_more_bisections():
+    threshold = CLIFF_UTILIZATION * 1000
+    found = find_traffic_capacity(
+        modelled_server(1000.0), TRAFFIC, start=70.0, precision=0.01, max_bisections=10
+    )
+    assert found.total_rate <= threshold <= found.total_rate * 1.01
+
+
+def test_bisections_are_bounded():
+    measure, calls = recording(modelled_server(1000.0))
+    find_traffic_capacity(measure, TRAFFIC, start=70.0, precision=1e-6, max_bisections=2, confirm=0)
+    # the ramp: 70, 140, 280, 560, 1120 (fails); then exactly two bisections
+    assert calls[:5] == [70.0, 140.0, 280.0, 560.0, 1120.0]
+    assert len(calls) == 7
+
+
+def test_best_effort_backlog_bounds_capacity_when_the_slo_is_loose():
+    loose = Traffic((TrafficClass("interactive", 0.3, Workload(), slo_p99_s=10.0), BATCH))
+    found = find_traffic_capacity(modelled_server(1000.0, loose), loose, start=70.0)
+    threshold = 1000.0 / 0.9  # the batch class answers under 90 % of its arrivals past it
+    assert found.total_rate <= threshold <= found.total_rate * 1.1
+    assert "batch: answered" in found.failure()
+    assert "backlog" in found.failure()
+
+
+def test_never_reports_a_rate_that_failed():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=70.0)
+    assert found.best is not None
+    assert found.best.meets(TRAFFIC)
+    assert found.best in found.levels
+    assert all(m.meets(TRAFFIC) for m in found.levels if m.total_rate <= found.total_rate)
+
+
+def test_a_one_off_spike_is_measured_again_and_does_not_set_the_capacity():
+    base = modelled_server(1000.0)
+    measure, calls = recording(base)
+
+    def flaky(rate: float) -> TrafficMeasurement:
+        m = measure(rate)
+        if len(calls) == 7:  # 1120 missed twice; then the first bisection point, below 800
+            f = m.classes[0]
+            spiked = class_figures(INTERACTIVE, offered=f.offered_rate, served=f.request_rate, p99=1.0)
+            m = TrafficMeasurement(rate, (spiked, m.classes[1]), span_s=SPAN, duration_s=SPAN)
+        return m
+
+    found = find_traffic_capacity(flaky, TRAFFIC, start=70.0)
+    spiked_rate = calls[6]
+    assert calls[5] == calls[4] == 1120.0
+    assert calls[7] == spiked_rate  # measured again at once
+    assert spiked_rate in found.remeasured
+    assert found.highest_rate >= spiked_rate
+    kept = next(m for m in found.levels if m.total_rate == spiked_rate)
+    assert kept.meets(TRAFFIC)  # the level kept is the second try
+
+
+def test_never_reports_a_rate_that_failed_on_a_flaky_server():
+    """Without re-measuring (``confirm=0``) a level that should pass fails (a noisy measurement:
+    the interactive p99 spikes): the search keeps below it, never reporting it."""
+    base = modelled_server(1000.0)
+    measure, calls = recording(base)
+
+    def flaky(rate: float) -> TrafficMeasurement:
+        m = measure(rate)
+        if len(calls) == 6:  # the first bisection point, sqrt(560 x 1120) ~ 792: below 800
+            f = m.classes[0]
+            spiked = class_figures(INTERACTIVE, offered=f.offered_rate, served=f.request_rate, p99=1.0)
+            m = TrafficMeasurement(rate, (spiked, m.classes[1]), span_s=SPAN, duration_s=SPAN)
+        return m
+
+    found = find_traffic_capacity(flaky, TRAFFIC, start=70.0, confirm=0)
+    spiked_rate = calls[5]
+    assert spiked_rate == pytest.approx(math.sqrt(560 * 1120))
+    assert base(spiked_rate).meets(TRAFFIC)  # it would have passed without the spike
+    assert found.best is not None and found.best.meets(TRAFFIC)
+    assert 560.0 <= found.total_rate < spiked_rate
+    assert found.highest_rate < spiked_rate
+
+
+def test_levels_are_ascending_and_each_rate_measured_once_or_twice_if_it_missed():
+    measure, calls = recording(modelled_server(1000.0))
+    found = find_traffic_capacity(measure, TRAFFIC, start=70.0)
+    rates = [m.total_rate for m in found.levels]
+    assert rates == sorted(rates)
+    assert sorted(set(calls)) == rates
+    missed = sorted(m.total_rate for m in found.levels if not m.meets(TRAFFIC))
+    assert missed and sorted(found.remeasured) == missed
+    assert sorted(calls) == sorted(rates + missed)
+    # the bisection went below its last failing point: the order measured is not ascending
+    assert calls != sorted(calls)
+
+
+def test_infeasible_at_the_start():
+    measure, calls = recording(modelled_server(1000.0))
+    found = find_traffic_capacity(measure, TRAFFIC, start=2000.0)
+    assert calls == [2000.0, 2000.0]  # confirmed once, then nothing more is tried
+    assert not found.feasible
+    assert found.best is None
+    assert found.total_rate == 0.0
+    assert found.highest_rate == 0.0
+    failure = found.failure()
+    assert failure.startswith("at 2000 req/s: ")
+    assert "interactive: p99" in failure and "> 20 ms" in failure
+    assert "batch: answered 50% of its arrivals: a backlog is growing" in failure
+    assert "\n" not in failure
+
+
+def test_failure_names_the_first_failing_level():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=70.0)
+    first_failing = min(m.total_rate for m in found.levels if not m.meets(TRAFFIC))
+    assert found.failure().startswith(f"at {first_failing:.0f} req/s: interactive: p99 ")
+
+
+def test_failure_is_empty_when_nothing_failed():
+    found = find_traffic_capacity(modelled_server(1e9), TRAFFIC, start=100.0, max_rate=800.0)
+    assert found.failure() == ""
+
+
+def test_ramp_stops_at_max_rate():
+    measure, calls = recording(modelled_server(1e9))
+    found = find_traffic_capacity(measure, TRAFFIC, start=100.0, max_rate=1000.0)
+    assert calls == [100.0, 200.0, 400.0, 800.0, 1000.0]
+    assert found.total_rate == 1000.0
+
+
+def test_cliff_is_the_first_rate_whose_p99_passed_the_bound():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=70.0)
+    threshold = CLIFF_UTILIZATION * 1000.0
+    over = [m.total_rate for m in found.levels if m.figures("interactive").latency.p99 > SLO]
+    assert found.cliff("interactive") == min(over)
+    assert found.cliff("interactive") > threshold
+    assert found.cliff("interactive") > found.total_rate
+
+
+def test_no_cliff_for_a_class_without_a_bound_or_never_past_it():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=70.0)
+    assert found.cliff("batch") is None  # best effort without completion_p99
+    low = find_traffic_capacity(modelled_server(1e9), TRAFFIC, start=100.0, max_rate=400.0)
+    assert low.cliff("interactive") is None
+
+
+# --- a sheddable best-effort class at saturation ---------------------------------------------
+
+SHED_TRAFFIC = Traffic(
+    (
+        TrafficClass("interactive", 0.1, Workload(batch_size=1, priority=1), slo_p99_s=SLO),
+        TrafficClass("batch", 0.9, Workload(batch_size=8, priority=2), may_shed=True),
+    )
+)
+
+
+def shedding_server(capacity: float, decline: float = 0.0) -> Callable[[float], TrafficMeasurement]:
+    """Priorities and admission control: the interactive class is served first (its p99 stays
+    low while it alone is under 0.8 C); the batch class gets the rest of the capacity and its
+    surplus is rejected at once. ``decline``: the served capacity lost per req/s rejected (the
+    cost of refusing)."""
+
+    def measure(rate: float) -> TrafficMeasurement:
+        rates = SHED_TRAFFIC.rates(rate)
+        interactive, batch = rates["interactive"], rates["batch"]
+        room = max(0.0, capacity - interactive)
+        surplus = max(0.0, batch - room)
+        served_batch = min(batch, room) - decline * surplus
+        figures = (
+            class_figures(
+                SHED_TRAFFIC.classes[0],
+                offered=interactive,
+                served=interactive,
+                p99=interactive_p99(interactive / capacity),
+            ),
+            class_figures(
+                SHED_TRAFFIC.classes[1],
+                offered=batch,
+                served=served_batch,
+                p99=0.3,
+                rejected=batch - served_batch,
+            ),
+        )
+        return TrafficMeasurement(rate, figures, span_s=SPAN, duration_s=SPAN + 5)
+
+    return measure
+
+
+def test_sheddable_class_at_saturation_stops_the_ramp():
+    measure, calls = recording(shedding_server(1000.0))
+    found = find_traffic_capacity(measure, SHED_TRAFFIC, start=100.0, max_rate=100_000.0)
+    # 100 .. 800 under capacity, then 1600, 3200 with the surplus shed, and 6400 >= 4 x 1000
+    assert calls == [100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0]
+    assert all(m.meets(SHED_TRAFFIC) for m in found.levels)
+    goodputs = [m.goodput for m in found.levels]
+    assert goodputs[-3:] == pytest.approx([1000.0] * 3)  # flat past saturation
+    assert found.best is not None and found.best.goodput == pytest.approx(1000.0)
+    assert found.highest_rate == 6400.0
+    assert found.highest_rate >= MAX_OVERLOAD * found.best.goodput
+    assert found.highest_rate < 100_000.0
+
+
+def test_overload_capacity_is_the_peak_goodput_rate_when_shedding_costs():
+    found = find_traffic_capacity(shedding_server(1000.0, decline=0.01), SHED_TRAFFIC, start=100.0)
+    # goodput peaks at 1600 (1000 - 0.01 x 600 shed) and declines as more is shed
+    assert found.total_rate == 1600.0
+    assert found.best is not None and found.best.goodput == pytest.approx(994.0)
+    assert found.highest_rate > found.total_rate
+
+
+def test_flat_goodput_overload_keeps_the_first_saturated_rate():
+    """Past saturation the goodput is flat: the capacity is the first saturated rate, and the
+    overload absorbed shows as a higher ``highest_rate``."""
+    found = find_traffic_capacity(shedding_server(1000.0), SHED_TRAFFIC, start=100.0)
+    assert found.highest_rate > found.total_rate
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def test_to_dict_is_json_serializable():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=70.0)
+    out = json.loads(json.dumps(found.to_dict(), allow_nan=False))
+    assert out["feasible"] is True
+    assert out["total_rate_per_s"] == pytest.approx(found.total_rate, abs=1e-3)
+    assert out["goodput_per_s"] == pytest.approx(found.best.goodput, abs=1e-3)
+    assert out["cliff_total_rate_per_s"] == {"interactive": found.cliff("interactive")}
+    assert out["best"]["meets_objectives"] is True
+    assert [lv["total_rate_per_s"] for lv in out["levels"]] == pytest.approx(
+        [round(m.total_rate, 3) for m in found.levels]
+    )
+    assert out["failure"] == found.failure()
+
+
+def test_to_dict_when_infeasible():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=2000.0)
+    out = json.loads(json.dumps(found.to_dict()))
+    assert out["feasible"] is False
+    assert out["best"] is None
+    assert out["goodput_per_s"] == 0.0
+    assert len(out["levels"]) == 1
+    assert out["levels"][0]["meets_objectives"] is False
+    assert not math.isnan(out["levels"][0]["goodput_per_s"])

@@ -1,0 +1,99 @@
+"""``search --workload``'s loop, driven through the fake session on a modelled server.
+
+The modelled server (tests/fakes.py) computes 100 x max_batch_size samples/s; priorities keep the
+interactive class's p99 low until saturation, and a bounded queue rejects the batch class's
+surplus instead of letting it pile up. The loop should find that, keep it in the study, and
+re-measure its best configs against the baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.fakes import FakeSession
+from tritontune.config.repository import load_model_source
+from tritontune.errors import InputError
+from tritontune.measure.traffic import parse_traffic
+from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.workload_search import (
+    WorkloadSearchSettings,
+    point_variant,
+    run_workload_search,
+    workload_space,
+)
+
+TRAFFIC = parse_traffic(
+    {
+        "classes": [
+            {"name": "interactive", "share": 0.3, "priority": 1, "slo_p99": "20ms"},
+            {"name": "batch", "share": 0.7, "batch_size": 8, "priority": 2, "may_shed": True},
+        ]
+    },
+    where="test",
+)
+SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((4, 16, 64)),
+        "dynamic_batching": Choice((True,)),
+        "max_queue_delay": Choice((1000,)),
+    }
+)
+
+
+@pytest.fixture
+def session(example_repository: Path) -> FakeSession:
+    return FakeSession(load_model_source(example_repository, "mlp"))
+
+
+def settings(**overrides) -> WorkloadSearchSettings:
+    values = dict(trials=12, seed=1, storage=optuna.storages.InMemoryStorage(), study_name="w", rounds=2)
+    values.update(overrides)
+    return WorkloadSearchSettings(**values)
+
+
+def test_batch_sizes_below_a_class_request_leave_the_space():
+    narrowed = workload_space(SPACE, TRAFFIC)
+    assert narrowed.dimensions["max_batch_size"] == Choice((16, 64))
+
+
+def test_a_point_carries_the_scheduler_knobs():
+    point = {"max_batch_size": 64, "dynamic_batching": True, "priorities": True, "admission": 16}
+    variant = point_variant(SPACE, TRAFFIC, point)
+    assert variant.priority_levels == 2 and variant.default_priority_level == 2
+    assert dict(variant.priority_queue_policies)[2].max_queue_size == 16
+    fifo = point_variant(SPACE, TRAFFIC, {**point, "priorities": False, "admission": "none"})
+    assert fifo.priority_levels == 0 and fifo.max_queue_size is None
+
+
+def test_the_search_finds_priorities_and_admission_control_and_beats_the_baseline(session):
+    result = run_workload_search(session, SPACE, TRAFFIC, settings())
+    best = result.trials[0]
+    assert best.params["max_batch_size"] == 64
+    assert best.params["priorities"] is True and best.params["admission"] != "none"
+    assert best.capacity is not None and best.capacity["feasible"]
+    # Every finalist measured once per round; the baseline is the model's own config.
+    assert [len(f.rates) for f in result.finalists] == [2] * len(result.finalists)
+    assert result.baseline is not None and result.baseline.trial is None
+    winner = result.winner
+    assert winner is not None and winner.trial is not None
+    assert winner.median > result.baseline.median
+    assert result.to_dict()["gain_over_baseline"] > 1
+    measured = [t for t in result.trials if t.total_rate is not None]
+    assert len(measured) == len(result.trials) <= 12  # re-proposals are not measured again
+
+
+def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
+    storage = optuna.storages.InMemoryStorage()
+    first = run_workload_search(session, SPACE, TRAFFIC, settings(storage=storage, trials=3, rounds=1))
+    loads = len(session.loads)
+    again = run_workload_search(session, SPACE, TRAFFIC, settings(storage=storage, trials=3, rounds=1))
+    assert [t.number for t in again.trials] == [t.number for t in first.trials]
+    assert len(session.loads) - loads == len(again.finalists)  # only the final round measured
+    study = optuna.load_study(study_name="w", storage=storage)
+    assert study.user_attrs["workload_final"]["winner"] is not None
+    other = parse_traffic({"classes": [{"name": "only", "share": 1, "slo_p99": "5ms"}]}, where="t")
+    with pytest.raises(InputError, match="another model or workload"):
+        run_workload_search(session, SPACE, other, settings(storage=storage, trials=3))

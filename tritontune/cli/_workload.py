@@ -1,0 +1,90 @@
+"""``search --workload``: the printing half (the search is :mod:`tritontune.search.workload_search`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from tritontune.cli._common import console, err_console, kept_log_said, print_server
+from tritontune.config.variant import knobs_summary
+from tritontune.measure.traffic import Traffic
+from tritontune.search.space import SearchSpace
+from tritontune.search.study import WorkloadTrial
+from tritontune.search.workload_search import (
+    Finalist,
+    WorkloadSearchProgress,
+    WorkloadSearchResult,
+    WorkloadSearchSettings,
+    run_workload_search,
+    workload_space,
+)
+from tritontune.session import TuningSession
+
+
+def search_workload(
+    session: TuningSession,
+    space: SearchSpace,
+    traffic: Traffic,
+    settings: WorkloadSearchSettings,
+    results: Path | None,
+) -> WorkloadSearchResult:
+    console.print(f"workload: {traffic.describe()}", highlight=False)
+
+    def trial_done(count: int, trial: WorkloadTrial) -> None:
+        shown = f"{trial.total_rate:,.0f} req/s" if trial.total_rate else f"failed: {trial.error}"
+        err_console.print(
+            f"  trial {count}/{settings.trials}: {knobs_summary(trial.knobs) if trial.knobs else ''}"
+            f" -> {shown}",
+            highlight=False,
+        )
+
+    def final_round(round_number: int, finalist: Finalist | None, rate: float) -> None:
+        who = "baseline" if finalist is None or finalist.trial is None else f"trial {finalist.trial}"
+        err_console.print(f"  final round {round_number}: {who} {rate:,.0f} req/s", highlight=False)
+
+    with kept_log_said(session):
+        print_server(session)
+        searched = workload_space(space, traffic)
+        err_console.print(
+            "space: "
+            + ", ".join(f"{k}={v}" for k, v in searched.describe().items())
+            + (", priorities={true, false}" if traffic.priority_levels else "")
+            + ", admission={none, 16, 64, 256}",
+            highlight=False,
+        )
+        result = run_workload_search(
+            session,
+            space,
+            traffic,
+            settings,
+            WorkloadSearchProgress(on_trial_done=trial_done, on_final_round=final_round),
+        )
+    console.print(_finalists_table(result))
+    winner, baseline = result.winner, result.baseline
+    if winner is not None and baseline is not None and baseline.median > 0:
+        console.print(
+            f"winner: {'trial ' + str(winner.trial) if winner.trial is not None else 'the baseline'}"
+            f" sustains {winner.median:,.0f} req/s in all with every class meeting its objective, "
+            f"{winner.median / baseline.median:.2f}x the model's own config",
+            highlight=False,
+        )
+    out = results or Path(f"{result.study_name}.results.json")
+    out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    console.print(f"results: {out}", highlight=False)
+    return result
+
+
+def _finalists_table(result: WorkloadSearchResult) -> Table:
+    table = Table(title="final rounds (interleaved): total req/s with every objective met")
+    for column in ("config", "knobs", "median", "rounds"):
+        table.add_column(column, justify="left" if column == "knobs" else "right")
+    for f in sorted(result.finalists, key=lambda f: -f.median):
+        table.add_row(
+            "baseline" if f.trial is None else f"trial {f.trial}",
+            knobs_summary(f.knobs),
+            f"{f.median:,.0f}",
+            ", ".join(f"{r:,.0f}" for r in f.rates),
+        )
+    return table

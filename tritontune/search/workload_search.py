@@ -1,0 +1,269 @@
+"""``search --workload``: the config with the highest capacity for a mixed workload.
+
+The same ask-measure-tell loop as the single-class search, with a workload's objective: a trial's
+value is the highest total rate (the workload's mix scaled up) at which every class met its
+objective (:func:`find_traffic_capacity`). The space grows by the scheduler's knobs: whether the
+classes' priority levels are used (``priorities``), and admission control, the lowest level's
+``max_queue_size`` (``admission``, ``none`` for an unbounded queue). Batch sizes smaller than a
+class's requests are left out of the space (those requests could not be served).
+
+After the budget, the top configs and the baseline (the model's own config as it is) are
+measured again in interleaved rounds, and the winner is the best median: one screening figure
+on a noisy machine picks a lucky config as often as a good one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from tritontune.config.model_config import config_to_text
+from tritontune.config.variant import Variant, describe_config
+from tritontune.errors import ConfigError, ServerError
+from tritontune.measure.mixed import TrafficMeasurement
+from tritontune.measure.traffic import Traffic
+from tritontune.search.sampler import snapping
+from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.study import (
+    WorkloadTrial,
+    find_twin,
+    open_workload_study,
+    read_workload_trials,
+    save_config,
+    save_point,
+    save_workload_final,
+    tell_capacity,
+    tell_copy,
+    tell_failed,
+)
+from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
+from tritontune.session import Session
+
+#: Admission control bounds searched (the lowest priority level's queue, in requests).
+ADMISSION_CHOICES: tuple[Any, ...] = ("none", 16, 64, 256)
+
+
+@dataclass(frozen=True)
+class WorkloadSearchSettings:
+    trials: int = 12
+    seed: int | None = None
+    storage: str | optuna.storages.BaseStorage = "sqlite:///tritontune.db"
+    study_name: str | None = None
+    start_rate: float = 20.0
+    top: int = 2
+    """Configs re-measured against the baseline after the budget."""
+    rounds: int = 3
+
+    def study_name_for(self, model: str, traffic: Traffic) -> str:
+        names = "-".join(c.name for c in traffic.classes)
+        return self.study_name or f"{model}-workload-{names}"
+
+
+@dataclass(frozen=True)
+class Finalist:
+    """One config of the final rounds: its rates (one per round) and their median."""
+
+    trial: int | None
+    """None: the baseline (the model's own config)."""
+    knobs: dict[str, Any]
+    rates: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial": self.trial,
+            "knobs": self.knobs,
+            "total_rates_per_s": [round(r, 3) for r in self.rates],
+            "median_total_rate_per_s": round(self.median, 3),
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadSearchResult:
+    study_name: str
+    trials: list[WorkloadTrial]
+    finalists: list[Finalist] = field(default_factory=list)
+
+    @property
+    def winner(self) -> Finalist | None:
+        return max(self.finalists, key=lambda f: f.median, default=None)
+
+    @property
+    def baseline(self) -> Finalist | None:
+        return next((f for f in self.finalists if f.trial is None), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        winner, baseline = self.winner, self.baseline
+        gain = None
+        if winner is not None and baseline is not None and baseline.median > 0:
+            gain = winner.median / baseline.median
+        return {
+            "study": self.study_name,
+            "winner": winner.to_dict() if winner else None,
+            "gain_over_baseline": gain,
+            "finalists": [f.to_dict() for f in self.finalists],
+            "trials": [
+                {
+                    "trial": t.number,
+                    "point": t.params,
+                    "knobs": t.knobs,
+                    "total_rate_per_s": t.total_rate,
+                    "error": t.error,
+                }
+                for t in self.trials
+            ],
+        }
+
+
+@dataclass
+class WorkloadSearchProgress:
+    on_trial_done: Callable[[int, WorkloadTrial], None] | None = None
+    on_final_round: Callable[[int, Finalist | None, float], None] | None = None
+
+
+def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
+    """``space`` without batch sizes too small for a class's requests."""
+    largest = max(c.request.batch_size for c in traffic.classes)
+    batch_sizes = space.dimensions.get("max_batch_size")
+    if isinstance(batch_sizes, Choice):
+        kept = tuple(v for v in batch_sizes.values if v >= largest)
+        return space.replace("max_batch_size", Choice(kept or (largest,)))
+    return space
+
+
+def point_variant(space: SearchSpace, traffic: Traffic, point: dict[str, Any]) -> Variant:
+    """The config a workload point stands for: the space's knobs, then the scheduler's."""
+    knobs = {k: v for k, v in point.items() if k not in ("priorities", "admission")}
+    admission = point.get("admission", "none")
+    return traffic.scheduled(
+        space.to_variant(knobs),
+        priorities=bool(point.get("priorities", False)),
+        admission=None if admission == "none" else int(admission),
+    )
+
+
+def _suggest(trial: optuna.Trial, space: SearchSpace, traffic: Traffic) -> dict[str, Any]:
+    point = space.suggest(trial)
+    if point.get("dynamic_batching", True) is False:
+        return point  # no scheduler knobs without the dynamic batcher's queue
+    if traffic.priority_levels:
+        point["priorities"] = trial.suggest_categorical("priorities", [True, False])
+    point["admission"] = trial.suggest_categorical("admission", list(ADMISSION_CHOICES))
+    return point
+
+
+def capacity_of(
+    session: Session, traffic: Traffic, variant: Variant, start_rate: float
+) -> TrafficCapacity:
+    session.load_variant(variant)
+
+    def measure(rate: float) -> TrafficMeasurement:
+        return session.measure_traffic(traffic, rate)
+
+    return find_traffic_capacity(measure, traffic, start=start_rate)
+
+
+def run_workload_search(
+    session: Session,
+    space: SearchSpace,
+    traffic: Traffic,
+    settings: WorkloadSearchSettings,
+    progress: WorkloadSearchProgress | None = None,
+) -> WorkloadSearchResult:
+    """Search, then re-measure the top configs and the baseline (the session's server must be
+    started)."""
+    progress = progress or WorkloadSearchProgress()
+    space = workload_space(space, traffic)
+    with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        base = optuna.samplers.TPESampler(
+            seed=settings.seed,
+            n_startup_trials=min(10, max(3, settings.trials // 3)),
+            multivariate=True,
+            group=True,
+        )
+    name = settings.study_name_for(session.name, traffic)
+    study, _ = open_workload_study(
+        settings.storage,
+        name,
+        model=session.name,
+        workload=traffic.to_dict(),
+        sampler=snapping(base, space),
+    )
+    repeats = 0
+    while len(read_workload_trials(study)) < settings.trials and repeats < 3 * settings.trials:
+        trial = study.ask()
+        point = _suggest(trial, space, traffic)
+        save_point(trial, point)
+        twin = find_twin(study.get_trials(deepcopy=False), trial.number, point)
+        if twin is not None:
+            tell_copy(study, trial, twin)
+            repeats += 1
+            continue
+        _run_trial(study, trial, point, session, space, traffic, settings)
+        if progress.on_trial_done:
+            done = next(t for t in read_workload_trials(study) if t.number == trial.number)
+            progress.on_trial_done(len(read_workload_trials(study)), done)
+    trials = read_workload_trials(study)
+    finalists = _final_rounds(session, space, traffic, settings, trials, progress)
+    result = WorkloadSearchResult(name, trials, finalists)
+    save_workload_final(study, {k: v for k, v in result.to_dict().items() if k != "trials"})
+    return result
+
+
+def _run_trial(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    point: dict[str, Any],
+    session: Session,
+    space: SearchSpace,
+    traffic: Traffic,
+    settings: WorkloadSearchSettings,
+) -> None:
+    try:
+        variant = point_variant(space, traffic, point)
+        config = session.build_config(variant)
+    except ConfigError as err:
+        tell_failed(study, trial, str(err))
+        return
+    save_config(trial, describe_config(config), config_to_text(config))
+    try:
+        capacity = capacity_of(session, traffic, variant, settings.start_rate)
+    except ServerError as err:
+        session.launcher.check_alive()
+        tell_failed(study, trial, str(err))
+        return
+    tell_capacity(study, trial, capacity.to_dict(), capacity.highest_rate)
+
+
+def _final_rounds(
+    session: Session,
+    space: SearchSpace,
+    traffic: Traffic,
+    settings: WorkloadSearchSettings,
+    trials: list[WorkloadTrial],
+    progress: WorkloadSearchProgress,
+) -> list[Finalist]:
+    top = [t for t in trials if t.total_rate][: settings.top]
+    entries: list[tuple[int | None, Variant, dict[str, Any]]] = [
+        (t.number, point_variant(space, traffic, t.params), t.knobs) for t in top
+    ]
+    baseline = Variant()
+    entries.append((None, baseline, describe_config(session.build_config(baseline))))
+    rates: dict[int | None, list[float]] = {number: [] for number, _, _ in entries}
+    for round_number in range(settings.rounds):
+        for number, variant, _ in entries:
+            rate = capacity_of(session, traffic, variant, settings.start_rate).highest_rate
+            rates[number].append(rate)
+            if progress.on_final_round:
+                finalist = Finalist(number, {}, tuple(rates[number]))
+                progress.on_final_round(round_number + 1, finalist, rate)
+    return [Finalist(number, knobs, tuple(rates[number])) for number, _, knobs in entries]
