@@ -1,6 +1,6 @@
 """Mixed traffic on the real server: priority levels and admission control doing their jobs.
 
-The example model is driven past its capacity by a heavy low-priority class (batch 32 requests,
+The example model is driven past its capacity by a heavy low-priority class (batch 64 requests,
 open loop, more samples per second than one CPU instance computes) while a light interactive
 class runs beside it. The assertions compare one config with another under the same load, with
 wide margins (a saturated queue's wait is hundreds of milliseconds; an interactive request that
@@ -21,7 +21,7 @@ from tritontune.session import TuningSession
 pytestmark = pytest.mark.integration
 
 FAST = MeasureSettings(warmup_s=1.0, window_s=1.0, stable_windows=3)
-#: Total req/s: 40 interactive (batch 1) + 960 batch requests of 32 samples (~30k samples/s,
+#: Total req/s: 40 interactive (batch 1) + 960 batch requests of 64 samples (~61k samples/s,
 #: above what one instance of the example model computes on this machine kind).
 TOTAL_RATE = 1000.0
 
@@ -32,7 +32,7 @@ TRAFFIC = parse_traffic(
             {
                 "name": "batch",
                 "rate": 960,
-                "batch_size": 32,
+                "batch_size": 64,
                 "priority": 2,
                 "timeout": "300ms",
                 "may_shed": True,
@@ -85,7 +85,7 @@ def test_admission_control_rejects_past_the_bound_instead_of_queueing(session):
         {
             "classes": [
                 {"name": "interactive", "rate": 40, "priority": 1, "slo_p99": "50ms"},
-                {"name": "batch", "rate": 960, "batch_size": 32, "priority": 2, "may_shed": True},
+                {"name": "batch", "rate": 960, "batch_size": 64, "priority": 2, "may_shed": True},
             ]
         },
         where="test workload",
