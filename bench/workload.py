@@ -11,10 +11,13 @@ requests; batch: batch 8, best effort, may be shed, 70 %):
 3. *workload*: the same config with the workload's scheduler: priority levels (interactive
    first), the batch class's queue timeout, and admission control on the batch level
    (``max_queue_size``, ``--admission``);
-4. *two endpoints*: ``mlp_interactive`` (the single-class winner, one instance) and ``mlp_batch``
-   (a throughput config: ``max_batch_size`` 64, a 5 ms batching window, the batch class's queue
-   timeout and the same admission bound, one instance) in the same server, each class sent to
-   its own endpoint by the client (a router).
+4. *workload search*: the winner of ``run_workload_search`` (``search --workload``: the default
+   space plus priorities and admission control, ``--workload-trials`` configs);
+5. *two endpoints*: ``mlp_interactive`` (the single-class winner) and ``mlp_batch`` (a
+   throughput config: ``max_batch_size`` 64, a 5 ms batching window, the batch class's queue
+   timeout and the same admission bound), one instance and one onnxruntime thread each (their
+   share of the two cores), in the same server, each class sent to its own endpoint by the
+   client (a router).
 
 Each config's capacity for the workload (the highest total rate at which every class meets its
 objective: :func:`find_traffic_capacity`) is measured in ``--rounds`` interleaved rounds (1, 2,
@@ -37,8 +40,13 @@ from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.traffic import read_traffic
 from tritontune.search.optimize import SearchSettings, run_search, space_for_session
 from tritontune.search.playoff import PlayoffSettings
-from tritontune.search.space import Choice
 from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
+from tritontune.search.workload_search import (
+    WorkloadSearchSettings,
+    point_variant,
+    run_workload_search,
+    workload_space,
+)
 from tritontune.session import TuningSession
 from tritontune.units import parse_duration
 
@@ -69,6 +77,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=8, help="the single-class search's budget")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--admission", type=int, default=64, help="the batch level's queue bound")
+    parser.add_argument("--workload-trials", type=int, default=10, help="the workload search's budget")
     parser.add_argument("--start", type=float, default=500.0, help="capacity ramp start (req/s)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -82,12 +91,8 @@ def main() -> None:
         TuningSession(source, workload=interactive.request, settings=settings) as session,
     ):
         print(f"workload: {traffic.describe()}")
-        space = space_for_session(session, slo).replace("precision", None)
-        largest = max(c.request.batch_size for c in traffic.classes)
-        batch_sizes = space.dimensions.get("max_batch_size")
-        if isinstance(batch_sizes, Choice):  # every class's requests must fit the config
-            kept = tuple(v for v in batch_sizes.values if v >= largest)
-            space = space.replace("max_batch_size", Choice(kept or (largest,)))
+        # Every class's requests must fit the config: batch sizes below 8 are left out.
+        space = workload_space(space_for_session(session, slo).replace("precision", None), traffic)
         searched = run_search(
             session,
             space,
@@ -108,21 +113,43 @@ def main() -> None:
             f"single-class search ({args.trials} configs, SLO {args.slo}): {winner.result.knobs} "
             f"at {winner.point.throughput:,.0f} infer/s ({winner.figures})"
         )
+        searched_workload = run_workload_search(
+            session,
+            space,
+            traffic,
+            WorkloadSearchSettings(
+                trials=args.workload_trials,
+                seed=0,
+                storage=f"sqlite:///{tmp}/bench.db",
+                study_name="workload",
+                start_rate=args.start,
+                top=2,
+                rounds=1,
+            ),
+        )
+        best = searched_workload.winner
+        assert best is not None and best.trial is not None, "the workload search found nothing"
+        best_trial = next(t for t in searched_workload.trials if t.number == best.trial)
+        print(f"workload search ({args.workload_trials} configs): {best_trial.params}")
         batch_class = next(c for c in traffic.classes if c.slo_p99_s is None)
+        one_thread = {"intra_op_thread_count": "1", "inter_op_thread_count": "1"}
         throughput = Variant(
             max_batch_size=64,
             max_queue_delay_us=5000,
             instance_count=1,
-            backend_parameters=single.backend_parameters,
+            backend_parameters=one_thread,
             max_queue_size=args.admission,
             queue_timeout_us=batch_class.request.timeout_us or None,
             timeout_action="reject" if batch_class.request.timeout_us else None,
         )
         configs: dict[str, Variant | dict[str, Variant]] = {
             "single-class": single,  # as the search picked it: one queue, no bounds
-            "workload": traffic.scheduled(single, priorities=True, admission=args.admission),
+            "single + scheduler": traffic.scheduled(single, priorities=True, admission=args.admission),
+            "workload search": point_variant(space, traffic, best_trial.params),
             "two endpoints": {
-                interactive.name: dataclasses.replace(single, instance_count=1),
+                interactive.name: dataclasses.replace(
+                    single, instance_count=1, backend_parameters=one_thread
+                ),
                 batch_class.name: throughput,
             },
         }
@@ -163,17 +190,20 @@ def main() -> None:
             f"{statistics.median(inter):.1f} [{min(inter):.1f}-{max(inter):.1f}] | "
             f"{summary(batch)} | {summary(rejected)} | {summary(rows[name]['goodput'])} |"
         )
-    ratios = [
-        w.highest_rate / s.highest_rate
-        for s, w in zip(rounds["single-class"], rounds["workload"], strict=True)
-        if s.highest_rate
-    ]
-    if ratios:
-        print(
-            f"\nworkload / single-class sustained total rate, per round: "
-            f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}; "
-            "target >= 1.3)"
-        )
+    for name in rounds:
+        if name == "single-class":
+            continue
+        ratios = [
+            w.highest_rate / s.highest_rate
+            for s, w in zip(rounds["single-class"], rounds[name], strict=True)
+            if s.highest_rate
+        ]
+        if ratios:
+            print(
+                f"{name} / single-class sustained total rate, per round: "
+                f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
+            )
+    print("target: the workload config at >= 1.3x the single-class config's sustained total rate")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str) + "\n")
 
