@@ -94,6 +94,10 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     assert len(session.loads) - loads == len(again.finalists)  # only the final round measured
     study = optuna.load_study(study_name="w", storage=storage)
     assert study.user_attrs["workload_final"]["winner"] is not None
+    from tritontune.search.study import read_study
+
+    with pytest.raises(InputError, match="is a workload study"):
+        read_study(study)  # status, report and export say so rather than misread it
     other = parse_traffic({"classes": [{"name": "only", "share": 1, "slo_p99": "5ms"}]}, where="t")
     with pytest.raises(InputError, match="another model or workload"):
         run_workload_search(session, SPACE, other, settings(storage=storage, trials=3))

@@ -66,6 +66,7 @@ from tritontune.profile import (
     run_traffic_profile,
 )
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
+from tritontune.report.workload import summary_lines, write_workload_report
 from tritontune.server.docker import DEFAULT_IMAGE
 from tritontune.server.endpoint import client_settings
 from tritontune.session import TuningSession, failure_log_path, open_session
@@ -192,6 +193,10 @@ def profile(
             min=1,
         ),
     ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(help="With --workload: the HTML report (per-class curves, cliff, plan)."),
+    ] = None,
     start_rate: Annotated[
         float | None,
         typer.Option(
@@ -250,6 +255,8 @@ def profile(
                 )
             traffic = read_traffic(workload_file, dynamic_dim=dynamic_dim)
             variant = traffic.scheduled(variant, priorities=priorities, admission=max_queue_size)
+        elif report is not None:
+            raise InputError("--report: written for --workload (a study's report: tritontune report)")
         elif max_queue_size is not None:
             variant = dataclasses.replace(variant, max_queue_size=max_queue_size)
         loads = _loads(concurrency, request_rate, arrival) if traffic is None else []
@@ -282,7 +289,7 @@ def profile(
         )
         if traffic is not None:
             rates = parse_rate_list(request_rate) if request_rate else None
-            _profile_traffic(session, variant, traffic, rates, start_rate, json_out)
+            _profile_traffic(session, variant, traffic, rates, start_rate, json_out, report)
             return
         with kept_log_said(session):
             print_server(session)
@@ -324,6 +331,7 @@ def _profile_traffic(
     rates: list[float] | None,
     start_rate: float | None,
     json_out: Path | None,
+    report: Path | None,
 ) -> None:
     console.print(f"workload: {escape(traffic.describe())}", highlight=False)
     with kept_log_said(session):
@@ -365,6 +373,11 @@ def _profile_traffic(
                 )
         else:
             console.print(f"[red]no rate tried met every objective[/]: {escape(capacity.failure())}")
+        for line in summary_lines(capacity):
+            console.print(f"  {line}", highlight=False)
+        if report:
+            write_workload_report(capacity, report, title=f"{result.model}: {traffic.describe()}")
+            console.print(f"report: {report}", highlight=False)
     if json_out:
         json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
         console.print(f"wrote {json_out}", highlight=False)

@@ -190,7 +190,8 @@ def search(
     ssl_key: SslKeyOption = None,
     header: HeaderOption = None,
 ) -> None:
-    """Search for the highest-throughput config whose p99 meets the SLO."""
+    """Search for the highest-throughput config whose p99 meets the SLO (with --workload: the
+    highest total rate at which every class of a mixed workload meets its objective)."""
     with user_errors(ctx):
         plan_options = parse_plan_options(headroom, peak_qps)
         if workload_file is not None:
@@ -265,6 +266,7 @@ def search(
                     rounds=playoff_rounds,
                 ),
                 results,
+                report,
             )
             return
         with kept_log_said(session):

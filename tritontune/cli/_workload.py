@@ -10,6 +10,7 @@ from rich.table import Table
 from tritontune.cli._common import console, err_console, kept_log_said, print_server
 from tritontune.config.variant import knobs_summary
 from tritontune.measure.traffic import Traffic
+from tritontune.report.workload import summary_lines, write_workload_report
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import WorkloadTrial
 from tritontune.search.workload_search import (
@@ -29,6 +30,7 @@ def search_workload(
     traffic: Traffic,
     settings: WorkloadSearchSettings,
     results: Path | None,
+    report: Path | None = None,
 ) -> WorkloadSearchResult:
     console.print(f"workload: {traffic.describe()}", highlight=False)
 
@@ -70,6 +72,13 @@ def search_workload(
             f"{winner.median / baseline.median:.2f}x the model's own config",
             highlight=False,
         )
+    capacity = result.winner_capacity()
+    if capacity is not None:
+        for line in summary_lines(capacity):
+            console.print(f"  {line}", highlight=False)
+        if report:
+            write_workload_report(capacity, report, title=f"{session.name}: {result.study_name}")
+            console.print(f"report: {report}", highlight=False)
     out = results or Path(f"{result.study_name}.results.json")
     out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
     console.print(f"results: {out}", highlight=False)

@@ -822,6 +822,11 @@ def read_study(study: optuna.Study) -> StudyRecord:
     """The whole study, typed. Raises :class:`InputError` for a study tritontune did not make."""
     attrs = study.user_attrs
     identity = _identity(attrs)
+    if identity is None and _StudyKey.WORKLOAD in attrs:
+        raise InputError(
+            f"study {study.study_name!r} is a workload study (search --workload): status, report "
+            "and export don't read those yet; its results are in the search's results JSON"
+        )
     if identity is None:
         raise InputError(
             f"study {study.study_name!r} was not made by tritontune search (it has no model, SLO "

@@ -91,6 +91,12 @@ class WorkloadSearchResult:
     study_name: str
     trials: list[WorkloadTrial]
     finalists: list[Finalist] = field(default_factory=list)
+    last_capacity: dict[int | None, TrafficCapacity] = field(default_factory=dict)
+    """Each finalist's capacity in the last round, every level's figures (for the report)."""
+
+    def winner_capacity(self) -> TrafficCapacity | None:
+        winner = self.winner
+        return self.last_capacity.get(winner.trial) if winner is not None else None
 
     @property
     def winner(self) -> Finalist | None:
@@ -213,8 +219,8 @@ def run_workload_search(
             done = next(t for t in read_workload_trials(study) if t.number == trial.number)
             progress.on_trial_done(len(read_workload_trials(study)), done)
     trials = read_workload_trials(study)
-    finalists = _final_rounds(session, space, traffic, settings, trials, progress)
-    result = WorkloadSearchResult(name, trials, finalists)
+    finalists, last = _final_rounds(session, space, traffic, settings, trials, progress)
+    result = WorkloadSearchResult(name, trials, finalists, last)
     save_workload_final(study, {k: v for k, v in result.to_dict().items() if k != "trials"})
     return result
 
@@ -251,7 +257,7 @@ def _final_rounds(
     settings: WorkloadSearchSettings,
     trials: list[WorkloadTrial],
     progress: WorkloadSearchProgress,
-) -> list[Finalist]:
+) -> tuple[list[Finalist], dict[int | None, TrafficCapacity]]:
     top = [t for t in trials if t.total_rate][: settings.top]
     entries: list[tuple[int | None, Variant, dict[str, Any]]] = [
         (t.number, point_variant(space, traffic, t.params), t.knobs) for t in top
@@ -259,11 +265,14 @@ def _final_rounds(
     baseline = Variant()
     entries.append((None, baseline, describe_config(session.build_config(baseline))))
     rates: dict[int | None, list[float]] = {number: [] for number, _, _ in entries}
+    last: dict[int | None, TrafficCapacity] = {}
     for round_number in range(settings.rounds):
         for number, variant, _ in entries:
-            rate = capacity_of(session, traffic, variant, settings.start_rate).highest_rate
+            last[number] = capacity_of(session, traffic, variant, settings.start_rate)
+            rate = last[number].highest_rate
             rates[number].append(rate)
             if progress.on_final_round:
                 finalist = Finalist(number, {}, tuple(rates[number]))
                 progress.on_final_round(round_number + 1, finalist, rate)
-    return [Finalist(number, knobs, tuple(rates[number])) for number, _, knobs in entries]
+    finalists = [Finalist(number, knobs, tuple(rates[number])) for number, _, knobs in entries]
+    return finalists, last
