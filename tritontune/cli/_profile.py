@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -52,6 +53,7 @@ from tritontune.cli._common import (
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
+from tritontune.measure.interference import Interference
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
@@ -295,13 +297,7 @@ def profile(
             print_server(session)
             result = _profile_with_progress(session, variant, loads, precision_checks)
         console.print(_levels_table(result))
-        for m in result.measurements:
-            note = m.interference.describe() if m.interference else None
-            if note:
-                console.print(
-                    f"[yellow]machine disturbed[/] at {m.load.label()}: {escape(note)}",
-                    highlight=False,
-                )
+        _print_disturbed((m.load.label(), m.interference) for m in result.measurements)
         if result.accuracy:
             console.print(
                 f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}",
@@ -322,6 +318,14 @@ def profile(
         if csv_out:
             write_inference_csv(profile_rows(result), csv_out)
             console.print(f"wrote {csv_out}", highlight=False)
+
+
+def _print_disturbed(levels: Iterable[tuple[str, Interference | None]]) -> None:
+    """One line for each level measured while the machine was disturbed."""
+    for label, interference in levels:
+        note = interference.describe() if interference else None
+        if note:
+            console.print(f"[yellow]machine disturbed[/] at {label}: {escape(note)}", highlight=False)
 
 
 def _profile_traffic(
@@ -349,13 +353,7 @@ def _profile_traffic(
             session, variant, traffic, rates, start_rate=start_rate, on_level_done=done
         )
     console.print(_traffic_table(result))
-    for m in result.levels:
-        note = m.interference.describe() if m.interference else None
-        if note:
-            console.print(
-                f"[yellow]machine disturbed[/] at {m.total_rate:,.1f} req/s: {escape(note)}",
-                highlight=False,
-            )
+    _print_disturbed((f"{m.total_rate:,.1f} req/s", m.interference) for m in result.levels)
     capacity = result.capacity
     if capacity is not None:
         if capacity.feasible:

@@ -448,19 +448,33 @@ def _run_trial(
     settings: SearchSettings,
 ) -> None:
     """Measure one proposed config and tell the study: its operating point, or why it failed."""
-    try:
-        variant = space.to_variant(point)
-        config = session.build_config(variant)
-    except ConfigError as err:
-        tell_failed(study, trial, str(err))
+    variant = trial_variant(study, trial, session, lambda: space.to_variant(point))
+    if variant is None:
         return
-    save_config(trial, describe_config(config), config_to_text(config))
     try:
         op, deaths = _measure_config(session, variant, settings)
     except _ConfigFailed as failed:
         tell_failed(study, trial, failed.reason, server_restarts=failed.server_deaths)
         return
     tell_measured(study, trial, op, switch_s=session.last_switch_s, server_restarts=deaths)
+
+
+def trial_variant(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    session: Session,
+    make: Callable[[], Variant],
+) -> Variant | None:
+    """The trial's variant, its config kept in the trial before it is measured (so a failed
+    trial still shows it); None, with the trial told failed, when the config is invalid."""
+    try:
+        variant = make()
+        config = session.build_config(variant)
+    except ConfigError as err:
+        tell_failed(study, trial, str(err))
+        return None
+    save_config(trial, describe_config(config), config_to_text(config))
+    return variant
 
 
 class _ConfigFailed(Exception):

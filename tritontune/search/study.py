@@ -436,15 +436,7 @@ def open_study(
     """
     url = storage if isinstance(storage, str) else type(storage).__name__
     backend = open_storage(storage, heartbeat=True) if isinstance(storage, str) else storage
-    existing = {s.study_name for s in optuna.study.get_all_study_summaries(backend)}
-    study = optuna.create_study(
-        storage=backend,
-        study_name=study_name,
-        direction="maximize",
-        sampler=sampler,
-        load_if_exists=True,
-    )
-    resumed = study_name in existing
+    study, resumed = _create_or_resume(backend, study_name, sampler)
     if resumed:
         recorded = _identity(study.user_attrs)
         if recorded != identity:
@@ -457,11 +449,30 @@ def open_study(
         study.set_user_attr(_StudyKey.MODEL, identity.model)
         study.set_user_attr(_StudyKey.SLO, identity.slo_p99_s)
         study.set_user_attr(_StudyKey.LOAD_MODE, identity.load_mode.value)
-        study.set_user_attr(_StudyKey.VERSION, __version__)
-        study.set_user_attr(
-            _StudyKey.CREATED, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        )
+        _stamp(study)
     return study, resumed
+
+
+def _create_or_resume(
+    backend: optuna.storages.BaseStorage, study_name: str, sampler: optuna.samplers.BaseSampler
+) -> tuple[optuna.Study, bool]:
+    existing = {s.study_name for s in optuna.study.get_all_study_summaries(backend)}
+    study = optuna.create_study(
+        storage=backend,
+        study_name=study_name,
+        direction="maximize",
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    return study, study_name in existing
+
+
+def _stamp(study: optuna.Study) -> None:
+    """Which tritontune made a new study, and when."""
+    study.set_user_attr(_StudyKey.VERSION, __version__)
+    study.set_user_attr(
+        _StudyKey.CREATED, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    )
 
 
 def open_workload_study(
@@ -475,15 +486,7 @@ def open_workload_study(
     """Create or resume a workload study (``search --workload``): its identity is the model and
     the workload's classes, so a study is never resumed for other traffic."""
     backend = open_storage(storage) if isinstance(storage, str) else storage
-    existing = {s.study_name for s in optuna.study.get_all_study_summaries(backend)}
-    study = optuna.create_study(
-        storage=backend,
-        study_name=study_name,
-        direction="maximize",
-        sampler=sampler,
-        load_if_exists=True,
-    )
-    resumed = study_name in existing
+    study, resumed = _create_or_resume(backend, study_name, sampler)
     if resumed:
         attrs = study.user_attrs
         if attrs.get(_StudyKey.MODEL) != model or attrs.get(_StudyKey.WORKLOAD) != workload:
@@ -494,10 +497,7 @@ def open_workload_study(
     else:
         study.set_user_attr(_StudyKey.MODEL, model)
         study.set_user_attr(_StudyKey.WORKLOAD, workload)
-        study.set_user_attr(_StudyKey.VERSION, __version__)
-        study.set_user_attr(
-            _StudyKey.CREATED, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        )
+        _stamp(study)
     return study, resumed
 
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import optuna
 
-from tritontune.config.model_config import config_to_text
 from tritontune.config.variant import Variant, describe_config
-from tritontune.errors import ConfigError, ServerError
+from tritontune.errors import ServerError
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Traffic
+from tritontune.search.optimize import trial_variant
 from tritontune.search.sampler import snapping
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.study import (
@@ -34,7 +34,6 @@ from tritontune.search.study import (
     find_twin,
     open_workload_study,
     read_workload_trials,
-    save_config,
     save_point,
     save_workload_final,
     tell_capacity,
@@ -234,13 +233,9 @@ def _run_trial(
     traffic: Traffic,
     settings: WorkloadSearchSettings,
 ) -> None:
-    try:
-        variant = point_variant(space, traffic, point)
-        config = session.build_config(variant)
-    except ConfigError as err:
-        tell_failed(study, trial, str(err))
+    variant = trial_variant(study, trial, session, lambda: point_variant(space, traffic, point))
+    if variant is None:
         return
-    save_config(trial, describe_config(config), config_to_text(config))
     try:
         capacity = capacity_of(session, traffic, variant, settings.start_rate)
     except ServerError as err:
