@@ -54,8 +54,36 @@ def test_bad_search_options(example_repository: Path, args, message):
 
 def test_slo_is_required(example_repository: Path):
     result = search("-r", str(example_repository), "-m", "mlp")
-    assert result.exit_code != 0
-    assert "--slo-p99" in result.output
+    assert result.exit_code == 2
+    assert "--slo-p99: required" in result.output and "--workload" in result.output
+
+
+@pytest.mark.integration
+def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
+    """Two trials, one final round: the loop, the study, the results and the report, for real."""
+    workload = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-batch.yaml"
+    results, report = tmp_path / "w.json", tmp_path / "w.html"
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    result = search(
+        "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
+        "--trials", "2", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
+        "--storage", storage, "--results", str(results), "--report", str(report),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "final rounds" in result.output and "winner:" in result.output
+    data = json.loads(results.read_text())
+    assert data["study"] == "mlp-workload-interactive-batch"
+    measured = [t for t in data["trials"] if t["total_rate_per_s"]]
+    assert measured, data["trials"]
+    for trial in data["trials"]:  # batch requests carry 8 samples: smaller batches left out
+        assert trial["point"].get("max_batch_size", 8) >= 8
+    assert [f["trial"] for f in data["finalists"]][-1] is None  # the baseline, measured too
+    assert all(len(f["total_rates_per_s"]) == 1 for f in data["finalists"])
+    assert "Little's law" in report.read_text()
+    study = optuna.load_study(study_name="mlp-workload-interactive-batch", storage=storage)
+    assert study.user_attrs["workload"]["classes"][0]["name"] == "interactive"
+    status = runner.invoke(app, ["status", "--storage", storage, "--study", data["study"]])
+    assert status.exit_code == 2 and "is a workload study" in status.output
 
 
 @pytest.mark.integration
