@@ -1,5 +1,6 @@
 """`tritontune search` from the command line: bad input, and a real Ctrl-C followed by a resume."""
 
+import html
 import json
 import signal
 import subprocess
@@ -79,7 +80,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
         assert trial["point"].get("max_batch_size", 8) >= 8
     assert [f["trial"] for f in data["finalists"]][-1] is None  # the baseline, measured too
     assert all(len(f["total_rates_per_s"]) == 1 for f in data["finalists"])
-    assert "Little's law" in report.read_text()
+    assert "Little's law" in html.unescape(report.read_text())
     study = optuna.load_study(study_name="mlp-workload-interactive-batch", storage=storage)
     assert study.user_attrs["workload"]["classes"][0]["name"] == "interactive"
     status = runner.invoke(app, ["status", "--storage", storage, "--study", data["study"]])

@@ -255,7 +255,7 @@ def search(
         if workload_file is not None:
             search_workload(
                 session,
-                space_for_session(session, slo, space).replace("precision", None),
+                lambda: space_for_session(session, slo, space).replace("precision", None),
                 traffic,
                 WorkloadSearchSettings(
                     trials=trials or 12,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.table import Table
@@ -26,7 +27,7 @@ from tritontune.session import TuningSession
 
 def search_workload(
     session: TuningSession,
-    space: SearchSpace,
+    make_space: Callable[[], SearchSpace],
     traffic: Traffic,
     settings: WorkloadSearchSettings,
     results: Path | None,
@@ -48,6 +49,7 @@ def search_workload(
 
     with kept_log_said(session):
         print_server(session)
+        space = make_space()  # the default space needs the running server's capabilities
         searched = workload_space(space, traffic)
         err_console.print(
             "space: "
