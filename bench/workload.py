@@ -194,19 +194,20 @@ def main() -> None:
             f"{summary(rejected)} | {summary(rows[name]['capacity'])} | "
             f"{summary(rows[name]['served_at_capacity'])} | {summary(rows[name]['infer_at_capacity'])} |"
         )
-    for name in rounds:
+    base = rows["single-class"]
+    for name, row in rows.items():
         if name == "single-class":
             continue
-        ratios = [
-            w.highest_rate / s.highest_rate
-            for s, w in zip(rounds["single-class"], rounds[name], strict=True)
-            if s.highest_rate
-        ]
-        if ratios:
-            print(
-                f"{name} / single-class sustained total rate, per round: "
-                f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
-            )
+        for key, what in (
+            ("sustained", "sustained total rate"),
+            ("served_at_capacity", "served at capacity"),
+        ):
+            ratios = [w / s for s, w in zip(base[key], row[key], strict=False) if s]
+            if ratios:
+                print(
+                    f"{name} / single-class, {what}, per round: "
+                    f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
+                )
     print("target: the workload config at >= 1.3x the single-class config's sustained total rate")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str) + "\n")
