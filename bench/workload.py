@@ -72,6 +72,52 @@ def summary(values: list[float]) -> str:
     return f"{statistics.median(values):,.0f} [{min(values):,.0f}-{max(values):,.0f}]"
 
 
+def print_table(rounds: dict[str, list[TrafficCapacity]], traffic, interactive: str) -> dict:
+    """The comparison table and the ratios to the single-class config; returns the rows."""
+    rows = {}
+    print()
+    print("| config | sustained total req/s | interactive p99 ms there | batch rejected/s there | "
+          "capacity req/s | served req/s there | infer/s there |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for name, found in rounds.items():
+        at_highest = [max((m for m in f.levels if m.meets(traffic)), key=lambda m: m.total_rate)
+                      for f in found if f.feasible]  # fmt: skip
+        at_capacity = [f.best for f in found if f.best is not None]
+        inter = [m.figures(interactive).latency.p99 * 1e3 for m in at_highest]
+        rejected = [sum(c.rejected for c in m.classes) / m.span_s for m in at_highest]
+        rows[name] = {
+            "sustained": [f.highest_rate for f in found],
+            "interactive_p99_ms": inter,
+            "rejected_per_s": rejected,
+            "capacity": [f.total_rate for f in found],
+            "served_at_capacity": [m.goodput for m in at_capacity],
+            "infer_at_capacity": [m.throughput for m in at_capacity],
+            "levels": [f.to_dict() for f in found],
+        }
+        print(
+            f"| {name} | {summary(rows[name]['sustained'])} | "
+            f"{statistics.median(inter):.1f} [{min(inter):.1f}-{max(inter):.1f}] | "
+            f"{summary(rejected)} | {summary(rows[name]['capacity'])} | "
+            f"{summary(rows[name]['served_at_capacity'])} | {summary(rows[name]['infer_at_capacity'])} |"
+        )
+    base = rows["single-class"]
+    for name, row in rows.items():
+        if name == "single-class":
+            continue
+        for key, what in (
+            ("sustained", "sustained total rate"),
+            ("served_at_capacity", "served at capacity"),
+        ):
+            ratios = [w / s for s, w in zip(base[key], row[key], strict=False) if s]
+            if ratios:
+                print(
+                    f"{name} / single-class, {what}, per round: "
+                    f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
+                )
+    print("target: the workload config at >= 1.3x the single-class config's sustained total rate")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", type=Path, default=WORKLOAD)
@@ -168,47 +214,7 @@ def main() -> None:
                     f"best goodput {found.best.goodput if found.best else 0:,.0f} req/s"
                     + (f" ({disturbed} levels disturbed)" if disturbed else "")
                 )
-    rows = {}
-    print()
-    print("| config | sustained total req/s | interactive p99 ms there | batch rejected/s there | "
-          "capacity req/s | served req/s there | infer/s there |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
-    for name, found in rounds.items():
-        at_highest = [max((m for m in f.levels if m.meets(traffic)), key=lambda m: m.total_rate)
-                      for f in found if f.feasible]  # fmt: skip
-        at_capacity = [f.best for f in found if f.best is not None]
-        inter = [m.figures(interactive.name).latency.p99 * 1e3 for m in at_highest]
-        rejected = [sum(c.rejected for c in m.classes) / m.span_s for m in at_highest]
-        rows[name] = {
-            "sustained": [f.highest_rate for f in found],
-            "interactive_p99_ms": inter,
-            "rejected_per_s": rejected,
-            "capacity": [f.total_rate for f in found],
-            "served_at_capacity": [m.goodput for m in at_capacity],
-            "infer_at_capacity": [m.throughput for m in at_capacity],
-            "levels": [f.to_dict() for f in found],
-        }
-        print(
-            f"| {name} | {summary(rows[name]['sustained'])} | "
-            f"{statistics.median(inter):.1f} [{min(inter):.1f}-{max(inter):.1f}] | "
-            f"{summary(rejected)} | {summary(rows[name]['capacity'])} | "
-            f"{summary(rows[name]['served_at_capacity'])} | {summary(rows[name]['infer_at_capacity'])} |"
-        )
-    base = rows["single-class"]
-    for name, row in rows.items():
-        if name == "single-class":
-            continue
-        for key, what in (
-            ("sustained", "sustained total rate"),
-            ("served_at_capacity", "served at capacity"),
-        ):
-            ratios = [w / s for s, w in zip(base[key], row[key], strict=False) if s]
-            if ratios:
-                print(
-                    f"{name} / single-class, {what}, per round: "
-                    f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
-                )
-    print("target: the workload config at >= 1.3x the single-class config's sustained total rate")
+    rows = print_table(rounds, traffic, interactive.name)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str) + "\n")
 
