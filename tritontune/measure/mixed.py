@@ -3,11 +3,13 @@
 Each class is an open-loop Poisson stream of its own requests (its batch size, data, priority and
 queue timeout; :mod:`tritontune.measure.traffic`), at its part of the total rate, all over one
 connection, to one model (a shared endpoint) or each to its own model (separate endpoints). After
-a warm-up, a span of ``stable_windows`` windows is measured; each class's figures cover exactly
-that span: throughput, latency from the *scheduled* send time (so queueing shows, and a class is
+a warm-up, a span of at least ``stable_windows`` windows is measured; each class's figures cover
+exactly that span: throughput, latency from the *scheduled* send time (so queueing shows, and a class is
 never flattered by a slow client), rejections (admission control) and queue timeouts counted
-apart from other failures. Per-window p99s give each class's spread, and the machine's
-interference is sampled per window as for one class.
+apart from other failures. The span is extended window by window until every class has
+``min_window_requests`` answers in it (a p99 of a handful of requests is its maximum), up to the
+level's time cap. Per-window p99s give each class's spread, and the machine's interference is
+sampled per window as for one class.
 """
 
 from __future__ import annotations
@@ -272,11 +274,18 @@ async def _measure(
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
         edges.append(await edge(streams, transport))
-        for _ in range(settings.stable_windows):
+        deadline = started + settings.time_cap()
+        while True:
             await asyncio.sleep(settings.window_s)
             edges.append(await edge(streams, transport))
             if probe is not None:
                 loads.append(await asyncio.to_thread(probe.sample))
+            answered = min(edges[-1].counts[n] - edges[0].counts[n] for n in edges[0].counts)
+            windows = len(edges) - 1
+            if windows >= settings.stable_windows and (
+                answered >= settings.min_window_requests or time.perf_counter() >= deadline
+            ):
+                return
 
     await generator.run_streams(streams, controller, max_requests=settings.max_requests)
     first, last = edges[0], edges[-1]
