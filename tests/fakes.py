@@ -9,6 +9,7 @@ queueing model whose capacity grows with ``max_batch_size`` (see test_operating_
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from tests.search.test_operating_point import measurement
 from tritontune.config.model_config import ModelConfig
@@ -72,6 +73,8 @@ class FakeSession:
         self.baseline_measured = False
         self.variants: list[Variant] = []
         self.measure_delay_s = measure_delay_s
+        self.settings = MeasureSettings()
+        self.endpoints: dict[str, ModelConfig] = {}
 
     def build_config(self, variant: Variant) -> ModelConfig:
         return apply_variant(self.source.base_config, variant)
@@ -85,8 +88,14 @@ class FakeSession:
         if self.refuse is not None and config.max_batch_size == self.refuse:
             raise ModelLoadError("failed to load 'mlp': refused")
         self.loaded, self.last_switch_s = config, 0.01
+        self.endpoints = {}
         self.loads.append(config.max_batch_size)
         return config
+
+    def load_endpoints(self, variants: Mapping[str, Variant]) -> dict[str, ModelConfig]:
+        self.endpoints = {role: self.build_config(v) for role, v in variants.items()}
+        self.loaded = None
+        return dict(self.endpoints)
 
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
         assert self.loaded is not None
@@ -109,7 +118,10 @@ class FakeSession:
         """A mixed workload on the modelled server: it computes ``100 x max_batch_size`` samples
         per second. The first class is interactive (its p99 grows with utilization; priorities
         keep it low until saturation), the others best effort; their surplus past capacity is
-        rejected with a bounded queue and piles up (answered late) without one."""
+        rejected with a bounded queue and piles up (answered late) without one. One endpoint per
+        class: each has its own queue and half the machine."""
+        if self.endpoints:
+            return self._measure_endpoints(traffic, total_rate)
         assert self.loaded is not None
         self.measured.append(self.loaded.max_batch_size)
         batching = self.loaded.dynamic_batching
@@ -139,6 +151,28 @@ class FakeSession:
             answered = served + (surplus if bounded else 0.0)
             count = max(int(served * 3), 1)
             latency = LatencyStats(count, p99 / 2, p99 / 2, p99, p99, p99, p99, p99)
+            figures.append(
+                ClassFigures(
+                    c.name, c.request.batch_size, offered, served, answered, latency, errors, (p99,)
+                )
+            )
+        return TrafficMeasurement(total_rate, tuple(figures), 3.0, 3.0)
+
+    def _measure_endpoints(self, traffic: Traffic, total_rate: float) -> TrafficMeasurement:
+        rates = traffic.rates(total_rate)
+        figures = []
+        for c in traffic.classes:
+            config = self.endpoints[c.name]
+            capacity = 100.0 * (config.max_batch_size or 1) / len(self.endpoints)
+            offered = rates[c.name]
+            served = min(offered, capacity / c.request.batch_size)
+            utilization = min(offered * c.request.batch_size / capacity, 0.999)
+            p99 = 0.005 / (1 - utilization) if c.slo_p99_s else 0.05
+            surplus = offered - served
+            bounded = config.dynamic_batching.default_queue_policy.max_queue_size > 0
+            errors = {QUEUE_FULL_ERROR: int(surplus * 3)} if surplus > 0 and bounded else {}
+            answered = served + (surplus if bounded else 0.0)
+            latency = LatencyStats(max(int(served * 3), 1), p99 / 2, p99 / 2, p99, p99, p99, p99, p99)
             figures.append(
                 ClassFigures(
                     c.name, c.request.batch_size, offered, served, answered, latency, errors, (p99,)

@@ -55,6 +55,7 @@ class Session(Protocol):
 
     source: ModelSource
     workload: Workload
+    settings: MeasureSettings
     launcher: TritonLauncher
     served: ServedModel | None
     restarts: int
@@ -78,6 +79,8 @@ class Session(Protocol):
     def measure_traffic(
         self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
     ) -> TrafficMeasurement: ...
+
+    def load_endpoints(self, variants: Mapping[str, Variant]) -> dict[str, ModelConfig]: ...
 
     def measure_with_restart(
         self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None

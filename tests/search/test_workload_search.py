@@ -16,10 +16,11 @@ import pytest
 from tests.fakes import FakeSession
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
-from tritontune.measure.traffic import parse_traffic
+from tritontune.measure.traffic import Layout, parse_traffic
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.workload_search import (
     WorkloadSearchSettings,
+    endpoint_variants,
     point_variant,
     run_workload_search,
     workload_space,
@@ -91,7 +92,8 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     loads = len(session.loads)
     again = run_workload_search(session, SPACE, TRAFFIC, settings(storage=storage, trials=3, rounds=1))
     assert [t.number for t in again.trials] == [t.number for t in first.trials]
-    assert len(session.loads) - loads == len(again.finalists)  # only the final round measured
+    shared = [f for f in again.finalists if f.layout == Layout.SHARED]
+    assert len(session.loads) - loads == len(shared)  # only the final round measured
     study = optuna.load_study(study_name="w", storage=storage)
     assert study.user_attrs["workload_final"]["winner"] is not None
     from tritontune.search.study import read_study
@@ -101,3 +103,39 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     other = parse_traffic({"classes": [{"name": "only", "share": 1, "slo_p99": "5ms"}]}, where="t")
     with pytest.raises(InputError, match="another model or workload"):
         run_workload_search(session, SPACE, other, settings(storage=storage, trials=3))
+
+
+def test_the_endpoint_layout_splits_the_instances_by_demand_and_drops_priorities():
+    base = point_variant(SPACE, TRAFFIC, {"max_batch_size": 64, "priorities": True, "admission": 16})
+    split = endpoint_variants(TRAFFIC, base, instances=4, admission=16)
+    # demand: interactive 0.3 x 1, batch 0.7 x 8: the batch endpoint gets nearly every instance
+    assert split["interactive"].instance_count == 1 and split["batch"].instance_count == 4
+    assert all(v.priority_levels == 0 and v.priority_queue_policies == () for v in split.values())
+    assert split["batch"].max_queue_size == 16  # may be shed: admission control kept
+    assert split["interactive"].max_queue_size is None
+    assert (
+        endpoint_variants(TRAFFIC, base, instances=1, admission=None)["interactive"].instance_count == 1
+    )
+
+
+def test_the_final_rounds_measure_the_best_config_as_endpoints_too(session):
+    result = run_workload_search(session, SPACE, TRAFFIC, settings())
+    endpoints = result.best_of(Layout.ENDPOINTS)
+    assert endpoints is not None and endpoints.trial == result.trials[0].number
+    assert endpoints.routes == {"interactive": "mlp_interactive", "batch": "mlp_batch"}
+    assert set(endpoints.models) == {"mlp_interactive", "mlp_batch"}
+    assert 'name: "mlp_batch"' in endpoints.models["mlp_batch"]
+    assert len(endpoints.rates) == 2
+    # On the modelled server each endpoint has half the machine and no priorities to lean on:
+    # the shared model with priorities wins.
+    assert result.layout_ratio is not None and result.layout_ratio > 1
+    assert result.to_dict()["shared_over_endpoints"] == result.layout_ratio
+    shared = result.best_of(Layout.SHARED)
+    assert shared is not None and set(shared.routes.values()) == {"mlp"}
+    assert 'name: "mlp"' in shared.models["mlp"]
+
+
+def test_a_remote_server_measures_no_endpoints(session):
+    session.launcher.owns_server = False
+    result = run_workload_search(session, SPACE, TRAFFIC, settings(trials=3, rounds=1))
+    assert result.best_of(Layout.ENDPOINTS) is None and result.layout_ratio is None

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from tritontune.cli._common import console, err_console, kept_log_said, print_server
 from tritontune.config.variant import knobs_summary
-from tritontune.measure.traffic import Traffic
+from tritontune.measure.traffic import Layout, Traffic
 from tritontune.report.workload import summary_lines, write_workload_report
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import WorkloadTrial
@@ -43,9 +43,10 @@ def search_workload(
             highlight=False,
         )
 
-    def final_round(round_number: int, finalist: Finalist | None, rate: float) -> None:
-        who = "baseline" if finalist is None or finalist.trial is None else f"trial {finalist.trial}"
-        err_console.print(f"  final round {round_number}: {who} {rate:,.0f} req/s", highlight=False)
+    def final_round(round_number: int, finalist: Finalist, rate: float) -> None:
+        err_console.print(
+            f"  final round {round_number}: {finalist.label} {rate:,.0f} req/s", highlight=False
+        )
 
     with kept_log_said(session):
         print_server(session)
@@ -69,9 +70,22 @@ def search_workload(
     winner, baseline = result.winner, result.baseline
     if winner is not None and baseline is not None and baseline.median > 0:
         console.print(
-            f"winner: {'trial ' + str(winner.trial) if winner.trial is not None else 'the baseline'}"
-            f" sustains {winner.median:,.0f} req/s in all with every class meeting its objective, "
+            f"winner: {winner.label} sustains {winner.median:,.0f} req/s in all with every class "
+            "meeting its objective, "
             f"{winner.median / baseline.median:.2f}x the model's own config",
+            highlight=False,
+        )
+    ratio = result.layout_ratio
+    if ratio is not None:
+        console.print(
+            f"layouts: one shared model {'wins' if ratio >= 1 else 'loses'} against one endpoint "
+            f"per class ({', '.join(f'{session.name}_{c.name}' for c in traffic.classes)}) by "
+            f"{ratio:.2f}x (median total req/s, same rounds)",
+            highlight=False,
+        )
+    elif not session.launcher.owns_server:
+        console.print(
+            "layouts: one endpoint per class was not measured (a remote server's repository is its own)",
             highlight=False,
         )
     capacity = result.winner_capacity()
@@ -93,9 +107,18 @@ def _finalists_table(result: WorkloadSearchResult) -> Table:
         table.add_column(column, justify="left" if column == "knobs" else "right")
     for f in sorted(result.finalists, key=lambda f: -f.median):
         table.add_row(
-            "baseline" if f.trial is None else f"trial {f.trial}",
-            knobs_summary(f.knobs),
+            f.label,
+            _knobs_text(f),
             f"{f.median:,.0f}",
             ", ".join(f"{r:,.0f}" for r in f.rates),
         )
     return table
+
+
+def _knobs_text(finalist: Finalist) -> str:
+    if finalist.layout == Layout.ENDPOINTS:
+        return "; ".join(
+            f"{finalist.routes.get(role, role)}: {knobs_summary(knobs)}"
+            for role, knobs in finalist.knobs.items()
+        )
+    return knobs_summary(finalist.knobs)

@@ -59,6 +59,16 @@ CLASS_KEYS = (
 )
 
 
+class Layout(TextEnum):
+    """How a model serves a workload's classes."""
+
+    SHARED = "shared"
+    """One model for every class, told apart by priority level."""
+    ENDPOINTS = "endpoints"
+    """One model per class (``NAME_<class>``, each with its own config), the client routing each
+    class to its own."""
+
+
 class Objective(TextEnum):
     """What a class of traffic asks of the server."""
 
@@ -211,6 +221,32 @@ class Traffic:
                 entry["completion_p99_ms"] = c.completion_p99_s * 1e3
             if c.request.input_data is not None:
                 entry["input_data"] = str(c.request.input_data)
+            out.append(entry)
+        return {"classes": out}
+
+    def to_file(self, input_data: Mapping[str, str] | None = None) -> dict:
+        """The workload as a workload file says it (:func:`parse_traffic` reads it back to the
+        same traffic): what an export writes beside the tuned model. ``input_data`` maps a class
+        to the file name its requests' data is written under (else the path it was read from)."""
+        out = []
+        for c in self.classes:
+            entry: dict[str, Any] = {
+                "name": c.name,
+                ("rate" if self.by_rate else "share"): c.weight,
+                "batch_size": c.request.batch_size,
+            }
+            if c.request.priority:
+                entry["priority"] = c.request.priority
+            if c.request.timeout_us:
+                entry["timeout"] = f"{c.request.timeout_us}us"
+            if c.slo_p99_s is not None:
+                entry["slo_p99"] = f"{c.slo_p99_s * 1e6:.12g}us"
+            if c.completion_p99_s is not None:
+                entry["completion_p99"] = f"{c.completion_p99_s * 1e6:.12g}us"
+            if c.may_shed:
+                entry["may_shed"] = True
+            if c.request.input_data is not None:
+                entry["input_data"] = (input_data or {}).get(c.name, str(c.request.input_data))
             out.append(entry)
         return {"classes": out}
 

@@ -373,7 +373,7 @@ def run_search(
     space = _prepare_precisions(study, session, space, settings, progress)
     study.sampler = snapping(study.sampler, space)
     _keep_space(study, resumed, space, settings)
-    ensure_context(study, lambda: _context(session, settings))
+    ensure_context(study, lambda: study_context(session, settings.measure))
     _check_host(study, session, settings)
     save_budget(study, settings.trials)
     worker = this_worker()
@@ -595,7 +595,8 @@ def _keep_space(
         )
 
 
-def _context(session: Session, settings: SearchSettings) -> StudyContext:
+def study_context(session: Session, measure: MeasureSettings) -> StudyContext:
+    """What export and check need to reproduce a study's results (kept from its first run)."""
     source = session.source
     workload = session.workload
     return StudyContext(
@@ -611,7 +612,7 @@ def _context(session: Session, settings: SearchSettings) -> StudyContext:
         launch=session.info.launch,
         served_via_python_backend=bool(session.served and session.served.via_python),
         host=describe_host().to_dict(),
-        measure=asdict(settings.measure),
+        measure=asdict(measure),
     )
 
 
