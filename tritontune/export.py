@@ -4,6 +4,11 @@ Each exported model directory holds the tuned ``config.pbtxt`` (the user's backe
 of the model files that were measured, and a tuning record (:mod:`tritontune.record`) saying what
 the config was measured to do. Everything comes from the study: nothing is re-measured here.
 
+A workload study (``search --workload``) exports its winner of the final rounds: one model
+(the shared layout) or one per class (``NAME_<class>``), each with the workload file
+(``tritontune.workload.yaml``, with copies of the classes' request data) and a workload record
+that ``check`` reads to send the same workload again.
+
 One model can be exported as several *endpoints*, e.g. ``mlp_interactive`` from a tight-SLO study
 and ``mlp_batch`` from a loose-SLO one; their records then carry a routing note that says which
 traffic goes where.
@@ -22,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from tritontune.config.model_config import config_digest, parse_config_text, write_config
 from tritontune.config.repository import ModelSource, file_sha256, load_model_source
 from tritontune.config.variant import Precision, variant_filename
@@ -29,21 +36,34 @@ from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
 from tritontune.measure.gpu_metrics import combine
 from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.traffic import Layout, Traffic
 from tritontune.precision.convert import ConversionError, build_variant
 from tritontune.precision.prepare import precision_data
 from tritontune.precision.recipe import Recipe
 from tritontune.record import (
     INPUT_DATA_FILE,
     RECORD_FILE,
+    WORKLOAD_FILE,
     RecordedLoad,
     RecordedPoint,
     TuningRecord,
+    WorkloadRecord,
     read_record,
     write_record,
 )
 from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.playoff import PlayoffEntry
-from tritontune.search.study import StudyRecord, TrialResult, load_existing_study, read_study
+from tritontune.search.study import (
+    StudyContext,
+    StudyRecord,
+    TrialResult,
+    WorkloadStudyRecord,
+    is_workload_study,
+    load_existing_study,
+    read_study,
+    read_workload_study,
+)
+from tritontune.search.workload_search import Finalist
 from tritontune.units import format_duration
 
 
@@ -59,7 +79,7 @@ class Endpoint:
 class ExportedModel:
     name: str
     directory: Path
-    record: TuningRecord
+    record: TuningRecord | WorkloadRecord
     warnings: tuple[str, ...] = ()
 
 
@@ -114,7 +134,19 @@ def export_studies(
     """Export the best ``top_k`` configs of each endpoint's study in ``storage`` into ``out``."""
     if not endpoints:
         raise InputError("nothing to export: give --study NAME or --endpoint ROLE=STUDY")
-    studies = {e.study: read_study(load_existing_study(storage, e.study)) for e in endpoints}
+    loaded = {e.study: load_existing_study(storage, e.study) for e in endpoints}
+    workload_studies = [name for name, study in loaded.items() if is_workload_study(study)]
+    if workload_studies:
+        if len(endpoints) > 1 or endpoints[0].role is not None or top_k != 1:
+            raise InputError(
+                f"study {workload_studies[0]!r} is a workload study: export it alone, with "
+                "--study NAME (its winner already says how many endpoints it serves)"
+            )
+        record = read_workload_study(loaded[workload_studies[0]])
+        return export_workload(
+            record, out, storage=storage, model_repository=model_repository, force=force
+        )
+    studies = {name: read_study(study) for name, study in loaded.items()}
     return export_records(
         endpoints, studies, out, storage=storage, top_k=top_k,
         model_repository=model_repository, force=force,
@@ -187,7 +219,7 @@ def _picks(
         warnings.append(
             f"study {endpoint.study!r}: only {len(verdict)} config(s) {what} (--top-k {top_k})"
         )
-    source, digests = _measured_source(study, model_repository)
+    source, digests = _measured_source(study.name, study.identity.model, study.context, model_repository)
     picks = []
     for rank, best in enumerate(verdict[:top_k], 1):
         if rank == 1 and best.figures == "screening":
@@ -212,25 +244,25 @@ def _picks(
 
 
 def _measured_source(
-    study: StudyRecord, model_repository: Path | None
+    study: str, model: str, context: StudyContext, model_repository: Path | None
 ) -> tuple[ModelSource, dict[str, str]]:
     """The user's model, checked to be the very files the search measured, and their digests
     (hashed once here: a model can be gigabytes)."""
-    repository = model_repository or study.context.model_repository
+    repository = model_repository or context.model_repository
     if not repository:
         raise InputError(
-            f"study {study.name!r} does not say where its model repository is "
+            f"study {study!r} does not say where its model repository is "
             "(made by an older tritontune); pass --model-repository DIR"
         )
-    source = load_model_source(Path(repository), study.identity.model)
-    measured = study.context.model_files
+    source = load_model_source(Path(repository), model)
+    measured = context.model_files
     now = source.file_digests()
     if measured is not None:
         changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
         if changed:
             raise InputError(
                 f"{source.directory}: {', '.join(changed)} changed since study "
-                f"{study.name!r} measured it; its figures would not be true of these files "
+                f"{study!r} measured it; its figures would not be true of these files "
                 "(search again, or point --model-repository at the measured files)"
             )
     return source, now
@@ -389,6 +421,107 @@ def _precision_record(pick: _Pick) -> dict | None:
         "accuracy": check.get("accuracy"),
         "data": check.get("data"),
     }
+
+
+def export_workload(
+    study: WorkloadStudyRecord,
+    out: Path,
+    *,
+    storage: str,
+    model_repository: Path | None = None,
+    force: bool = False,
+) -> ExportResult:
+    """Export the winner of a workload study's final rounds (see the module docstring)."""
+    if not study.final or not study.final.get("winner"):
+        raise InputError(
+            f"study {study.name!r} has no final rounds yet (the search was stopped before them); "
+            "run the same search again to finish it"
+        )
+    winner = Finalist.from_dict(study.final["winner"])
+    if not winner.models or not winner.routes:
+        raise InputError(
+            f"study {study.name!r} was made by an older tritontune (its winner keeps no configs); "
+            "search again to export it"
+        )
+    if winner.trial is None:
+        raise InputError(
+            f"study {study.name!r}: the model's own config won the final rounds; there is no "
+            "tuned config to export"
+        )
+    baseline = next(
+        (Finalist.from_dict(f) for f in study.final.get("finalists", []) if f.get("trial") is None),
+        None,
+    )
+    source, digests = _measured_source(study.name, study.model, study.context, model_repository)
+    traffic = Traffic.from_dict(study.workload, where=f"study {study.name!r}")
+    out = Path(out)
+    names = list(winner.models)
+    _check_output(out, names, force)
+    result = ExportResult(out=out)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tritontune-export-", dir=out))
+    try:
+        for name, text in winner.models.items():
+            staged = staging / name
+            config = parse_config_text(text, source=f"study {study.name!r}, model {name}")
+            config.name = name
+            _copy_model_files(source, staged)
+            write_config(config, staged / "config.pbtxt")
+            data_files = {}
+            for c in traffic.classes:
+                if c.request.input_data is not None:
+                    data_files[c.name] = f"tritontune.input_data.{c.name}.json"
+                    shutil.copy2(c.request.input_data, staged / data_files[c.name])
+            (staged / WORKLOAD_FILE).write_text(
+                yaml.safe_dump(traffic.to_file(data_files), sort_keys=False), encoding="utf-8"
+            )
+            context = study.context
+            record = WorkloadRecord(
+                model=name,
+                workload_file=WORKLOAD_FILE,
+                layout=winner.layout,
+                routes=dict(winner.routes),
+                capacity_rounds=winner.rates,
+                baseline_rounds=baseline.rates if baseline else (),
+                knobs=_endpoint_knobs(winner, name),
+                config_sha256=config_digest(config),
+                model_files=dict(digests),
+                triton_version=context.server_version,
+                triton_launch=context.launch,
+                served_via_python_backend=context.served_via_python_backend,
+                hardware=HostInfo.from_dict(context.host),
+                tuned_from={
+                    "model": source.name,
+                    "study": study.name,
+                    "storage": storage,
+                    "trial": winner.trial,
+                },
+            )
+            write_record(record, staged)
+            _verify(staged, name)
+            target = out / name
+            if target.exists():
+                shutil.rmtree(target)  # only with force: _check_output refused otherwise
+            staged.rename(target)
+            result.models.append(ExportedModel(name, target, record))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _endpoint_knobs(winner: Finalist, model: str) -> dict:
+    """The knobs of one model of the winner (an endpoint's own, for the endpoint layout)."""
+    if winner.layout == Layout.ENDPOINTS:
+        role = next(c for c, m in winner.routes.items() if m == model)
+        return dict(winner.knobs.get(role, {}))
+    return dict(winner.knobs)
+
+
+def _copy_model_files(source: ModelSource, target: Path) -> None:
+    for relative in source.version_files():
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source.directory / relative, destination)
 
 
 def _verify(model_dir: Path, name: str) -> None:

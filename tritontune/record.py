@@ -24,9 +24,12 @@ from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
 from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures, gpu_from_list, gpu_to_list
 from tritontune.measure.loadgen import Arrival, LoadMode, LoadSpec
+from tritontune.measure.traffic import Layout
 from tritontune.yamlfile import read_yaml
 
 RECORD_FILE = "tritontune.lock.yaml"
+#: The workload a model was tuned for (``search --workload``), written beside its record.
+WORKLOAD_FILE = "tritontune.workload.yaml"
 #: A copy of the request data a study was measured with, so ``check`` sends the same requests.
 INPUT_DATA_FILE = "tritontune.input_data.json"
 RECORD_VERSION = 1
@@ -290,6 +293,141 @@ class TuningRecord:
         )
 
 
+_WORKLOAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "record_version",
+        "model",
+        "workload",
+        "knobs",
+        "config_sha256",
+        "triton",
+        "tritontune_version",
+        "hardware",
+        "date",
+    ],
+    "properties": {
+        **{k: _SCHEMA["properties"][k] for k in ("record_version", "model", "tuned_from", "knobs")},
+        **{k: _SCHEMA["properties"][k] for k in ("config_sha256", "model_files", "triton")},
+        **{k: _SCHEMA["properties"][k] for k in ("tritontune_version", "hardware", "date")},
+        "workload": {
+            "type": "object",
+            "required": ["file", "layout", "routes", "capacity"],
+            "properties": {
+                "file": {"type": "string", "minLength": 1},
+                "layout": {"enum": ["shared", "endpoints"]},
+                "routes": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "additionalProperties": {"type": "string", "minLength": 1},
+                },
+                "capacity": {
+                    "type": "object",
+                    "required": ["rounds_total_rate_per_s"],
+                    "properties": {
+                        "rounds_total_rate_per_s": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "number", "exclusiveMinimum": 0},
+                        },
+                    },
+                },
+                "baseline_rounds_total_rate_per_s": {"type": "array", "items": _NUMBER},
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    """The record of a model tuned for a workload (``search --workload``): the workload file
+    beside it, how the classes are served (``routes``: class -> model; several models for the
+    endpoint layout, each with this record), and the capacity the final rounds measured: the
+    highest total rate at which every class met its objective, once per round."""
+
+    model: str
+    workload_file: str
+    layout: Layout
+    routes: dict[str, str]
+    capacity_rounds: tuple[float, ...]
+    knobs: dict
+    config_sha256: str
+    triton_version: str
+    hardware: HostInfo
+    baseline_rounds: tuple[float, ...] = ()
+    tuned_from: dict = field(default_factory=dict)
+    model_files: dict[str, str] = field(default_factory=dict)
+    triton_launch: str = "local"
+    served_via_python_backend: bool = False
+    tritontune_version: str = __version__
+    date: str = field(
+        default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    @property
+    def reference_rate(self) -> float:
+        """What ``check`` holds the models to: the lowest round's capacity (a clean
+        re-measurement lands in the rounds' range; their median would fail one in two)."""
+        return min(self.capacity_rounds)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model that serves the workload, in the order classes first name them."""
+        return tuple(dict.fromkeys(self.routes.values()))
+
+    def to_dict(self) -> dict:
+        return {
+            "record_version": RECORD_VERSION,
+            "model": self.model,
+            "tuned_from": self.tuned_from,
+            "workload": {
+                "file": self.workload_file,
+                "layout": str(self.layout),
+                "routes": dict(self.routes),
+                "capacity": {
+                    "rounds_total_rate_per_s": [round(r, 3) for r in self.capacity_rounds],
+                },
+                "baseline_rounds_total_rate_per_s": [round(r, 3) for r in self.baseline_rounds],
+            },
+            "knobs": self.knobs,
+            "config_sha256": self.config_sha256,
+            "model_files": dict(self.model_files),
+            "triton": {
+                "version": self.triton_version,
+                "launch": self.triton_launch,
+                "served_via_python_backend": self.served_via_python_backend,
+            },
+            "tritontune_version": self.tritontune_version,
+            "hardware": self.hardware.to_dict(),
+            "date": self.date,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> WorkloadRecord:
+        workload, triton = data["workload"], data["triton"]
+        return cls(
+            model=data["model"],
+            workload_file=workload["file"],
+            layout=Layout(workload["layout"]),
+            routes=dict(workload["routes"]),
+            capacity_rounds=tuple(float(r) for r in workload["capacity"]["rounds_total_rate_per_s"]),
+            baseline_rounds=tuple(
+                float(r) for r in workload.get("baseline_rounds_total_rate_per_s") or ()
+            ),
+            knobs=dict(data["knobs"]),
+            config_sha256=data["config_sha256"],
+            triton_version=triton["version"],
+            triton_launch=triton.get("launch", "local"),
+            served_via_python_backend=bool(triton.get("served_via_python_backend", False)),
+            hardware=HostInfo.from_dict(data["hardware"]),
+            tuned_from=dict(data.get("tuned_from") or {}),
+            model_files=dict(data.get("model_files") or {}),
+            tritontune_version=data["tritontune_version"],
+            date=data["date"],
+        )
+
+
 _HEADER = """\
 # tritontune tuning record: what this config was measured to do, and where.
 # `tritontune check` re-measures the model at this load and fails when p99 exceeds the SLO or
@@ -298,23 +436,35 @@ _HEADER = """\
 """
 
 
-def write_record(record: TuningRecord, model_dir: Path) -> Path:
+_WORKLOAD_HEADER = """\
+# tritontune tuning record of a model tuned for a workload (tritontune.workload.yaml beside it):
+# `tritontune check` sends the workload again, every class at once, at the lowest capacity the
+# search's final rounds measured less the tolerance, and fails when a class misses its objective.
+"""
+
+
+def write_record(record: TuningRecord | WorkloadRecord, model_dir: Path) -> Path:
     """Write ``record`` as ``model_dir/tritontune.lock.yaml``; returns the path."""
     path = Path(model_dir) / RECORD_FILE
     body = yaml.safe_dump(record.to_dict(), sort_keys=False, allow_unicode=True, width=100)
-    path.write_text(_HEADER + body, encoding="utf-8")
+    header = _WORKLOAD_HEADER if isinstance(record, WorkloadRecord) else _HEADER
+    path.write_text(header + body, encoding="utf-8")
     return path
 
 
-def read_record(path: Path) -> TuningRecord:
-    """Read and validate a record; every problem names the file and the field."""
+def read_record(path: Path) -> TuningRecord | WorkloadRecord:
+    """Read and validate a record (a workload's when it has ``workload:``); every problem names
+    the file and the field."""
     data = read_yaml(path, "tuning record")
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: expected a tuning record (a YAML mapping), found {type(data).__name__}"
         )
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(data))
+    schema = _WORKLOAD_SCHEMA if "workload" in data else _SCHEMA
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         raise InputError(f"{path}: {where}: {error.message}")
+    if "workload" in data:
+        return WorkloadRecord.from_dict(data)
     return TuningRecord.from_dict(data)

@@ -422,32 +422,46 @@ class TuningSession:
         each with its own config (the export's endpoint naming), while the shared model is
         unloaded. A workload's class is then sent to the endpoint of its name (a client-side
         router); :meth:`load_variant` goes back to the shared model."""
+        served = {}
+        for role, variant in variants.items():
+            source = dataclasses.replace(self.source, name=f"{self.name}_{role}")
+            served[role] = (source, self.build_config(variant))
+        self._serve_endpoints(served)
+        return {role: config for role, (_, config) in served.items()}
+
+    def load_routes(self, routes: Mapping[str, ModelSource]) -> None:
+        """Serve models as they are (their own config.pbtxt, validated) and send each class of
+        a workload to its own: ``check`` of a repository exported as one endpoint per class."""
+        configs: dict[str, ModelConfig] = {}
+        for source in routes.values():
+            if source.name not in configs:
+                builder = ConfigBuilder(source, self.info.capabilities)
+                configs[source.name] = builder.build(Variant())
+        self._serve_endpoints({role: (source, configs[source.name]) for role, source in routes.items()})
+
+    def _serve_endpoints(self, endpoints: Mapping[str, tuple[ModelSource, ModelConfig]]) -> None:
         if not self.launcher.owns_server:
             raise InputError("separate endpoints need a server tritontune launched (model files)")
         assert self.client is not None
-        configs = {}
         self._unload_endpoints()
         self.client.unload_model(self.name)
         self.tuned_config = None
-        for role, variant in variants.items():
-            name = f"{self.name}_{role}"
-            served = self.repository.add(
-                dataclasses.replace(self.source, name=name), self.info.capabilities.backends
-            )
-            config = self.build_config(variant)
-            try:
-                self.client.load_model(name, served.served_config(config))
-            except ServerError:
-                self.launcher.check_alive()
-                raise
-            self._endpoints[role] = (name, config)
-            configs[role] = config
+        loaded: set[str] = set()
+        for role, (source, config) in endpoints.items():
+            if source.name not in loaded:
+                served = self.repository.add(source, self.info.capabilities.backends)
+                try:
+                    self.client.load_model(source.name, served.served_config(config))
+                except ServerError:
+                    self.launcher.check_alive()
+                    raise
+                loaded.add(source.name)
+            self._endpoints[role] = (source.name, config)
         self._class_requests = {}
-        return configs
 
     def _unload_endpoints(self) -> None:
         assert self.client is not None
-        for name, _ in self._endpoints.values():
+        for name in {name for name, _ in self._endpoints.values()}:
             self.client.unload_model(name)
         self._endpoints = {}
 

@@ -7,6 +7,11 @@
 3. Each tuned model is measured at its recorded load in rounds (:mod:`tritontune.check.verdict`)
    and fails when p99 is over the SLO, throughput fell more than the tolerance below the record
    (below the lowest of the playoff's rounds, for records that have them), or requests failed.
+4. Models tuned for a workload (``search --workload``; a workload record and the workload file
+   beside the config) are checked together, as they serve it: one shared model, or one model
+   per class with each class sent to its own. The workload is sent again, every class at once,
+   at the lowest capacity the search's final rounds measured less the tolerance, and each class
+   must meet its objective (p99 bound, failures, keeping up) in most rounds.
 
 Differences that make the comparison weaker but not void (another machine, another Triton or
 tritontune version, a config.pbtxt edited since export) are warnings beside the verdict.
@@ -20,7 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritontune import __version__
-from tritontune.check.verdict import Criterion, RoundFigures, judge, needs_more_rounds
+from tritontune.check.verdict import (
+    Criterion,
+    RoundFigures,
+    judge,
+    needs_more_rounds,
+    objective_criterion,
+)
 from tritontune.config.model_config import config_digest
 from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.config.variant import Variant, describe_config
@@ -28,8 +39,17 @@ from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.mixed import ClassVerdict, TrafficMeasurement
+from tritontune.measure.mixed import judge as judge_class
+from tritontune.measure.traffic import Layout, Traffic, read_traffic
 from tritontune.measure.workload import Workload
-from tritontune.record import INPUT_DATA_FILE, RECORD_FILE, TuningRecord, read_record
+from tritontune.record import (
+    INPUT_DATA_FILE,
+    RECORD_FILE,
+    TuningRecord,
+    WorkloadRecord,
+    read_record,
+)
 from tritontune.server.factory import LaunchSettings
 from tritontune.session import Session, TuningSession
 
@@ -85,16 +105,49 @@ class ModelCheck:
 
 
 @dataclass
+class WorkloadCheck:
+    """The outcome for the models tuned for one workload, checked together."""
+
+    models: tuple[str, ...]
+    record: WorkloadRecord
+    traffic: Traffic | None = None
+    rate: float = 0.0
+    """The total rate sent (req/s): the record's lowest capacity less the tolerance."""
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    criteria: list[Criterion] = field(default_factory=list)
+    """One per class: its objective met in most rounds."""
+    rounds: list[TrafficMeasurement] = field(default_factory=list)
+    verdicts: list[dict[str, ClassVerdict]] = field(default_factory=list)
+    """Each round's verdict per class, in the order of ``rounds``."""
+    duration_s: float = 0.0
+    server_log: Path | None = None
+    server_log_reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return " + ".join(self.models)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(c.passed for c in self.criteria)
+
+    def class_p99s(self, name: str) -> list[float]:
+        return [m.figures(name).latency.p99 for m in self.rounds if m.figures(name).latency.count]
+
+
+@dataclass
 class CheckReport:
     repository: Path
     tolerance: float
     host: HostInfo
     server_version: str = "unknown"
     models: list[ModelCheck] = field(default_factory=list)
+    workloads: list[WorkloadCheck] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return all(m.passed for m in self.models)
+        return all(m.passed for m in self.models) and all(w.passed for w in self.workloads)
 
 
 @dataclass(frozen=True)
@@ -106,6 +159,8 @@ class _Model:
     source: ModelSource | None
     record: TuningRecord | None
     problem: str | None
+    workload: WorkloadRecord | None = None
+    """The record of a model tuned for a workload (``record`` is then None)."""
 
 
 def find_models(repository: Path) -> list[_Model]:
@@ -139,8 +194,12 @@ def find_models(repository: Path) -> list[_Model]:
             source, problem = load_model_source(repository, directory.name), None
         except TritonTuneError as err:
             source, problem = None, str(err)
-        models.append(_Model(directory.name, directory, source, record, problem))
-    if not any(m.record for m in models):
+        if isinstance(record, WorkloadRecord):
+            models.append(_Model(directory.name, directory, source, None, problem, record))
+        else:
+            models.append(_Model(directory.name, directory, source, record, problem))
+    _check_routes(models)
+    if not any(m.record or m.workload for m in models):
         raise InputError(
             f"{repository}: no tuned models (no {RECORD_FILE} in any model directory); "
             "write one with `tritontune export`"
@@ -148,9 +207,28 @@ def find_models(repository: Path) -> list[_Model]:
     return models
 
 
+def _check_routes(models: list[_Model]) -> None:
+    """Every model a workload record routes a class to is in the repository, tuned for the same
+    workload."""
+    by_name = {m.name: m for m in models}
+    for model in models:
+        if model.workload is None:
+            continue
+        for traffic_class, target in model.workload.routes.items():
+            other = by_name.get(target)
+            where = f"{model.directory / RECORD_FILE}: workload.routes.{traffic_class}"
+            if other is None:
+                raise InputError(f"{where}: model {target!r} is not in the repository")
+            if other.workload is None or other.workload.routes != model.workload.routes:
+                raise InputError(
+                    f"{where}: model {target!r} was not exported with this workload (its record "
+                    "routes the classes otherwise)"
+                )
+
+
 def static_warnings(model: _Model, host: HostInfo) -> list[str]:
     """What makes the record a weaker yardstick for this run (each is said, none fails)."""
-    record = model.record
+    record: TuningRecord | WorkloadRecord | None = model.record or model.workload
     if record is None:
         return [f"no {RECORD_FILE}: validated and loaded, not measured"]
     found = []
@@ -178,7 +256,7 @@ def static_warnings(model: _Model, host: HostInfo) -> list[str]:
             "recorded on other hardware (" + "; ".join(differences) + "): throughput is compared "
             "across machines"
         )
-    if not record.operating_point.confirmed:
+    if isinstance(record, TuningRecord) and not record.operating_point.confirmed:
         found.append(
             "the recorded operating point is a screening figure: the search did not re-measure it"
         )
@@ -198,7 +276,17 @@ def run_check(
         raise InputError(f"--tolerance: {settings.tolerance:.0%} is not between 0 % and 100 %")
     host = describe_host()
     report = CheckReport(Path(repository), settings.tolerance, host)
-    for model in find_models(repository):
+    models = find_models(repository)
+    checked: set[str] = set()
+    for model in models:
+        if model.workload is not None:
+            if model.name not in checked:
+                group = [m for m in models if m.name in model.workload.models]
+                checked.update(m.name for m in group)
+                if on_model_start:
+                    on_model_start(" + ".join(m.name for m in group))
+                report.workloads.append(_check_workload(group, report, settings))
+            continue
         if on_model_start:
             on_model_start(model.name)
         check = ModelCheck(model.name, model.record, warnings=static_warnings(model, host))
@@ -315,3 +403,85 @@ def _measure_rounds(
         if not needs_more_rounds(check.criteria) or target >= settings.max_rounds:
             return
         target = min(settings.max_rounds, target + 2)  # odd counts: a median, never a tie
+
+
+#: A workload's rounds: each class needs its own tail, so the windows wait for enough answers.
+WORKLOAD_CHECK_MEASURE = MeasureSettings(
+    warmup_s=1.0, window_s=1.0, min_window_requests=100, max_windows=6
+)
+
+
+def _check_workload(group: list[_Model], report: CheckReport, settings: CheckSettings) -> WorkloadCheck:
+    """Send the workload again to the models that serve it; see the module docstring."""
+    first = group[0]
+    assert first.workload is not None
+    record = first.workload
+    check = WorkloadCheck(tuple(m.name for m in group), record)
+    for model in group:
+        check.warnings += [f"{model.name}: {w}" for w in static_warnings(model, report.host)]
+    started = time.monotonic()
+    broken = [f"{m.name}: {m.problem or 'could not be read'}" for m in group if m.source is None]
+    if broken:
+        check.problems += broken
+        return check
+    check.traffic = read_traffic(first.directory / record.workload_file)
+    check.rate = record.reference_rate * (1 - settings.tolerance)
+    session = TuningSession(
+        first.source,  # type: ignore[arg-type]  # checked above: every source was read
+        launch=settings.launch,
+        settings=WORKLOAD_CHECK_MEASURE,
+        failure_log=settings.failure_log_dir / f"check-{first.name}.tritonserver.log"
+        if settings.failure_log_dir is not None
+        else None,
+    )
+    try:
+        with session:
+            try:
+                report.server_version = session.info.version
+                _measure_workload(session, group, check, settings)
+            finally:
+                if not check.passed:
+                    session.keep_log_because(f"the check of {check.name} failed")
+    finally:
+        check.server_log = session.kept_log
+        check.server_log_reason = session.kept_log_reason
+        check.duration_s = time.monotonic() - started
+    return check
+
+
+def _measure_workload(
+    session: TuningSession, group: list[_Model], check: WorkloadCheck, settings: CheckSettings
+) -> None:
+    record, traffic = check.record, check.traffic
+    assert traffic is not None
+    if record.triton_version != session.info.version:
+        check.warnings.append(
+            f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
+        )
+    sources = {m.name: m.source for m in group if m.source is not None}
+    try:
+        if record.layout == Layout.ENDPOINTS:
+            session.load_routes({c: sources[m] for c, m in record.routes.items()})
+        else:
+            session.load_variant(Variant())  # config.pbtxt as exported
+    except TritonTuneError as err:
+        check.problems.append(str(err))
+        return
+    target = settings.min_rounds
+    try:
+        while True:
+            while len(check.rounds) < target:
+                measurement = session.measure_traffic(traffic, check.rate)
+                check.rounds.append(measurement)
+                check.verdicts.append(
+                    {c.name: judge_class(c, measurement.figures(c.name)) for c in traffic.classes}
+                )
+            check.criteria = [
+                objective_criterion(c.name, [v[c.name].met for v in check.verdicts])
+                for c in traffic.classes
+            ]
+            if not needs_more_rounds(check.criteria) or target >= settings.max_rounds:
+                return
+            target = min(settings.max_rounds, target + 2)
+    except (ServerDiedError, TritonTuneError) as err:
+        check.problems.append(f"sending the workload at {check.rate:,.0f} req/s: {err}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 from junitparser import Failure, JUnitXml, TestCase, TestSuite
 
-from tritontune.check.gate import CheckReport, ModelCheck
+from tritontune.check.gate import CheckReport, ModelCheck, WorkloadCheck
 from tritontune.check.verdict import Criterion
 
 RULES = {
@@ -42,6 +42,17 @@ def criterion_text(check: ModelCheck, criterion: Criterion) -> str:
     return f"{figures} ({agree})"
 
 
+def workload_text(check: WorkloadCheck, name: str) -> str:
+    """``interactive met its objective in 3/3 rounds at 480 req/s (p99 12.1, 13.0, 11.8 ms)``."""
+    met = [v[name] for v in check.verdicts]
+    p99s = ", ".join(f"{p * 1e3:.1f}" for p in check.class_p99s(name))
+    missed = "; ".join(v.reason for v in met if not v.met)
+    return (
+        f"{name} met its objective in {sum(v.met for v in met)}/{len(met)} rounds at "
+        f"{check.rate:,.0f} req/s in all (p99 {p99s} ms)" + (f"; missed: {missed}" if missed else "")
+    )
+
+
 def write_junit(report: CheckReport, path: Path) -> None:
     suite = TestSuite("tritontune check")
     suite.add_property("repository", str(report.repository))
@@ -61,6 +72,19 @@ def write_junit(report: CheckReport, path: Path) -> None:
             case.system_out = text
             if not criterion.passed:
                 case.result = [Failure(f"{check.name}: {text}")]
+            suite.add_testcase(case)
+    for workload in report.workloads:
+        loads = TestCase("loads", classname=workload.name, time=round(workload.duration_s, 3))
+        if workload.problems:
+            loads.result = [Failure("; ".join(workload.problems))]
+        if workload.warnings:
+            loads.system_out = "\n".join(f"warning: {w}" for w in workload.warnings)
+        suite.add_testcase(loads)
+        for criterion in workload.criteria:
+            case = TestCase(f"class {criterion.name}", classname=workload.name)
+            case.system_out = workload_text(workload, criterion.name)
+            if not criterion.passed:
+                case.result = [Failure(f"{workload.name}: {case.system_out}")]
             suite.add_testcase(case)
     xml = JUnitXml()
     xml.add_testsuite(suite)
@@ -85,6 +109,20 @@ throughput may fall {{ "%.0f" % (report.tolerance * 100) }} % below its record
 (tput.measured / m.record.operating_point.throughput - 1) * 100)) if tput else "-" }} \
 | {{ "pass" if m.passed else "**FAIL**" }} | {{ m.confidence or "-" }} |
 {% endfor %}
+{% for w in report.workloads %}
+
+**{{ w.name }}** (tuned for a workload, {{ w.record.layout }} layout): \
+{{ "pass" if w.passed else "**FAIL**" }} at {{ "{:,.0f}".format(w.rate) }} req/s in all
+{% for p in w.problems %}
+- problem: {{ p }}
+{% endfor %}
+{% for c in w.criteria %}
+- {{ "pass" if c.passed else "**FAIL**" }}: {{ workload_text(w, c.name) }}
+{% endfor %}
+{% for warning in w.warnings %}
+- warning: {{ warning }}
+{% endfor %}
+{% endfor %}
 {% for m in report.models if not m.passed or m.warnings %}
 
 **{{ m.name }}**
@@ -108,4 +146,6 @@ def _by_name(check: ModelCheck, name: str) -> Criterion | None:
 
 def render_summary(report: CheckReport) -> str:
     """The Markdown summary (GitHub's ``$GITHUB_STEP_SUMMARY`` renders it as is)."""
-    return _SUMMARY.render(report=report, by_name=_by_name, text=criterion_text)
+    return _SUMMARY.render(
+        report=report, by_name=_by_name, text=criterion_text, workload_text=workload_text
+    )

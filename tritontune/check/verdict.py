@@ -37,7 +37,7 @@ class Criterion:
     """One pass/fail rule applied to the rounds."""
 
     name: str
-    """``p99``, ``throughput`` or ``errors``."""
+    """``p99``, ``throughput`` or ``errors``; a workload class's name for its objective."""
     passed: bool
     measured: float
     """The median over rounds."""
@@ -89,6 +89,12 @@ def judge(
             "errors", [r.error_rate for r in rounds], MAX_ERROR_RATE, lambda v: v <= MAX_ERROR_RATE
         ),
     ]
+
+
+def objective_criterion(name: str, met: Sequence[bool]) -> Criterion:
+    """A workload class's rule: its objective met in most rounds (``measured`` is the median of
+    1 for a round that met it and 0 for one that did not)."""
+    return _criterion(name, [1.0 if m else 0.0 for m in met], 0.5, lambda v: v >= 0.5)
 
 
 def needs_more_rounds(criteria: Sequence[Criterion]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritontune.check.gate import CHECK_MEASURE, CheckReport, CheckSettings, run_check
+from tritontune.check.gate import (
+    CHECK_MEASURE,
+    CheckReport,
+    CheckSettings,
+    ModelCheck,
+    WorkloadCheck,
+    run_check,
+)
 from tritontune.check.reports import criterion_text, render_summary, write_junit
 from tritontune.cli._common import (
     ConfigOption,
@@ -101,7 +109,8 @@ def check(
         )
         report = _check_with_progress(repository, settings)
         _print_report(report)
-        for model in report.models:
+        checks: list[ModelCheck | WorkloadCheck] = [*report.models, *report.workloads]
+        for model in checks:
             print_kept_log(
                 model.server_log, model.server_log_reason, what=f"{model.name}: tritonserver log"
             )
@@ -126,7 +135,7 @@ def _check_with_progress(repository: Path, settings: CheckSettings) -> CheckRepo
         def model_start(name: str) -> None:
             bar.update(task, description=f"{name}: starting the server and loading the config")
 
-        def measured(name: str, n: int, m: Measurement) -> None:
+        def measured(name: str, n: int, m: Measurement) -> None:  # single-class rounds
             bar.update(task, description=f"{name}: measuring round {n + 1}")
             err_console.print(
                 f"  {name} round {n}: {m.throughput:,.1f} infer/s, p99 {ms(m.latency.p99)} ms"
@@ -138,6 +147,60 @@ def _check_with_progress(repository: Path, settings: CheckSettings) -> CheckRepo
 
 
 def _print_report(report: CheckReport) -> None:
+    if report.models:
+        _print_models(report)
+    for workload in report.workloads:
+        _print_workload(workload)
+    verdict = "passed" if report.passed else "FAILED"
+    checks: list[ModelCheck | WorkloadCheck] = [*report.models, *report.workloads]
+    console.print(
+        f"check {verdict}: {sum(m.passed for m in checks)}/{len(checks)} "
+        f"{'models' if not report.workloads else 'checks'} pass",
+        highlight=False,
+    )
+
+
+def _print_workload(check: WorkloadCheck) -> None:
+    record = check.record
+    table = Table(
+        title=f"{check.name}: workload at {check.rate:,.0f} req/s in all (lowest recorded "
+        f"capacity {record.reference_rate:,.0f} less the tolerance), {len(check.rounds)} rounds",
+        title_justify="left",
+    )
+    for column in ("class", "served by", "p99 ms (median)", "bound ms", "met in rounds", "verdict"):
+        table.add_column(column, justify="left" if column in ("class", "served by") else "right")
+    by = {c.name: c for c in check.criteria}
+    traffic = check.traffic
+    for traffic_class in traffic.classes if traffic else ():
+        name = traffic_class.name
+        criterion = by.get(name)
+        p99s = check.class_p99s(name)
+        bound = traffic_class.latency_bound_s
+        met = sum(v[name].met for v in check.verdicts)
+        table.add_row(
+            name,
+            record.routes.get(name, "-"),
+            ms(statistics.median(p99s)) if p99s else "-",
+            f"{bound * 1e3:g}" if bound else "-",
+            f"{met}/{len(check.verdicts)}",
+            "-" if criterion is None else "[green]pass[/]" if criterion.passed else "[bold red]FAIL[/]",
+        )
+    console.print(table)
+    for problem in check.problems:
+        console.print(f"[red]{escape(check.name)}: {escape(problem)}[/]", highlight=False)
+    for criterion in check.criteria:
+        if not criterion.passed:
+            reasons = [v[criterion.name].reason for v in check.verdicts if not v[criterion.name].met]
+            console.print(
+                f"[red]{escape(check.name)} failed:[/] class {escape(criterion.name)} missed its "
+                f"objective in {len(reasons)}/{criterion.rounds} rounds ({escape('; '.join(reasons))})",
+                highlight=False,
+            )
+    for warning in check.warnings:
+        console.print(f"[yellow]{escape(check.name)} warning:[/] {escape(warning)}", highlight=False)
+
+
+def _print_models(report: CheckReport) -> None:
     table = Table(
         title=f"tritontune check {report.repository}: Triton {report.server_version}, "
         f"{report.host.summary()}, tolerance {report.tolerance:.0%}",
@@ -175,8 +238,3 @@ def _print_report(report: CheckReport) -> None:
                 )
         for warning in m.warnings:
             console.print(f"[yellow]{escape(m.name)} warning:[/] {escape(warning)}", highlight=False)
-    verdict = "passed" if report.passed else "FAILED"
-    console.print(
-        f"check {verdict}: {sum(m.passed for m in report.models)}/{len(report.models)} models pass",
-        highlight=False,
-    )

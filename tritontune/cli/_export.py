@@ -18,7 +18,9 @@ from tritontune.cli._common import (
     user_errors,
 )
 from tritontune.config.variant import knobs_summary
-from tritontune.export import Endpoint, export_studies, parse_endpoint
+from tritontune.export import Endpoint, ExportResult, export_studies, parse_endpoint
+from tritontune.measure.traffic import Layout
+from tritontune.record import TuningRecord, WorkloadRecord
 from tritontune.search.study import DEFAULT_STORAGE
 
 
@@ -61,28 +63,60 @@ def export(
         )
         for warning in result.warnings:
             err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-        table = Table(title=f"exported to {result.out}", title_justify="left")
-        for column in ("model", "config", "load", "infer/s", "p99 ms", "SLO ms", "figures"):
-            table.add_column(column, justify="left" if column in ("model", "config") else "right")
-        for model in result.models:
-            record, point = model.record, model.record.operating_point
-            table.add_row(
-                model.name,
-                knobs_summary(record.knobs),
-                f"{record.load.value:g}",
-                f"{point.throughput:,.0f}",
-                ms(point.p99_ms / 1e3),
-                f"{record.slo_p99_ms:g}",
-                ("playoff, held" if record.playoff else "re-measured, held")
-                if point.confirmed
-                else "screening",
-            )
-        console.print(table)
-        routing = result.models[0].record.routing if result.models else None
-        if routing:
-            console.print(f"routing: {routing['note']}", highlight=False)
+        if any(isinstance(m.record, WorkloadRecord) for m in result.models):
+            _print_workload_export(result)
+        else:
+            _print_export(result)
         console.print(
             f"serve it: tritonserver --model-repository {result.out.resolve()}; "
             f"gate it in CI: tritontune check {result.out}",
             highlight=False,
         )
+
+
+def _print_export(result: ExportResult) -> None:
+    table = Table(title=f"exported to {result.out}", title_justify="left")
+    for column in ("model", "config", "load", "infer/s", "p99 ms", "SLO ms", "figures"):
+        table.add_column(column, justify="left" if column in ("model", "config") else "right")
+    routing = None
+    for model in result.models:
+        record = model.record
+        assert isinstance(record, TuningRecord)
+        point = record.operating_point
+        routing = routing or record.routing
+        table.add_row(
+            model.name,
+            knobs_summary(record.knobs),
+            f"{record.load.value:g}",
+            f"{point.throughput:,.0f}",
+            ms(point.p99_ms / 1e3),
+            f"{record.slo_p99_ms:g}",
+            ("playoff, held" if record.playoff else "re-measured, held")
+            if point.confirmed
+            else "screening",
+        )
+    console.print(table)
+    if routing:
+        console.print(f"routing: {routing['note']}", highlight=False)
+
+
+def _print_workload_export(result: ExportResult) -> None:
+    table = Table(title=f"exported to {result.out} (tuned for a workload)", title_justify="left")
+    for column in ("model", "config", "serves", "capacity req/s (rounds)"):
+        table.add_column(column, justify="right" if column.startswith("capacity") else "left")
+    for model in result.models:
+        record = model.record
+        assert isinstance(record, WorkloadRecord)
+        classes = [c for c, m in record.routes.items() if m == model.name]
+        table.add_row(
+            model.name,
+            knobs_summary(record.knobs),
+            ", ".join(classes),
+            ", ".join(f"{r:,.0f}" for r in record.capacity_rounds),
+        )
+    console.print(table)
+    record = result.models[0].record
+    assert isinstance(record, WorkloadRecord)
+    if record.layout == Layout.ENDPOINTS:
+        routes = "; ".join(f"{c} -> {m}" for c, m in record.routes.items())
+        console.print(f"routing (client side): {routes}", highlight=False)

@@ -224,6 +224,20 @@ class Traffic:
             out.append(entry)
         return {"classes": out}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str) -> Traffic:
+        """The traffic :meth:`to_dict` wrote (a study's, a results file's)."""
+        classes = []
+        for entry in data.get("classes") or []:
+            file_entry = {k: v for k, v in entry.items() if k in CLASS_KEYS and k not in ("slo_p99",)}
+            for key in ("slo_p99", "completion_p99"):
+                if entry.get(f"{key}_ms") is not None:
+                    file_entry[key] = f"{float(entry[f'{key}_ms']) * 1e3:.12g}us"
+            if entry.get("timeout_us"):
+                file_entry["timeout"] = f"{int(entry['timeout_us'])}us"
+            classes.append(file_entry)
+        return parse_traffic({"classes": classes}, where=where)
+
     def to_file(self, input_data: Mapping[str, str] | None = None) -> dict:
         """The workload as a workload file says it (:func:`parse_traffic` reads it back to the
         same traffic): what an export writes beside the tuned model. ``input_data`` maps a class
@@ -332,6 +346,7 @@ def _parse_class(
             input_data = base_dir / input_data
         if not input_data.is_file():
             raise InputError(f"{where}: input_data: {input_data} is not a file")
+        input_data = input_data.resolve()  # studies and exports outlive the working directory
     request = Workload(
         batch_size=_whole(entry.get("batch_size", 1), f"{where}: batch_size", low=1),
         input_data=input_data,

@@ -546,6 +546,39 @@ def read_workload_trials(study: optuna.Study) -> list[WorkloadTrial]:
     return sorted(out, key=lambda t: -(t.total_rate or -1.0))
 
 
+@dataclass(frozen=True)
+class WorkloadStudyRecord:
+    """A workload study (``search --workload``), typed: what ``export`` reads of it."""
+
+    name: str
+    model: str
+    workload: dict[str, Any]
+    """The traffic classes (``Traffic.to_dict``)."""
+    context: StudyContext
+    trials: list[WorkloadTrial]
+    final: dict[str, Any] | None
+    """The final rounds (``WorkloadSearchResult.to_dict`` less the trials); None until run."""
+
+
+def is_workload_study(study: optuna.Study) -> bool:
+    attrs = study.user_attrs
+    return _identity(attrs) is None and _StudyKey.WORKLOAD in attrs
+
+
+def read_workload_study(study: optuna.Study) -> WorkloadStudyRecord:
+    attrs = study.user_attrs
+    if not is_workload_study(study):
+        raise InputError(f"study {study.study_name!r} is not a workload study (search --workload)")
+    return WorkloadStudyRecord(
+        name=study.study_name,
+        model=str(attrs[_StudyKey.MODEL]),
+        workload=dict(attrs[_StudyKey.WORKLOAD]),
+        context=StudyContext.from_attrs(attrs),
+        trials=read_workload_trials(study),
+        final=attrs.get(_StudyKey.WORKLOAD_FINAL),
+    )
+
+
 def _identity(attrs: Mapping[str, Any]) -> StudyIdentity | None:
     try:
         return StudyIdentity(
@@ -824,8 +857,9 @@ def read_study(study: optuna.Study) -> StudyRecord:
     identity = _identity(attrs)
     if identity is None and _StudyKey.WORKLOAD in attrs:
         raise InputError(
-            f"study {study.study_name!r} is a workload study (search --workload): status, report "
-            "and export don't read those yet; its results are in the search's results JSON"
+            f"study {study.study_name!r} is a workload study (search --workload): status and "
+            "report don't read those yet (export does); its results are in the search's results "
+            "JSON"
         )
     if identity is None:
         raise InputError(
