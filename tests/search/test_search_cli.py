@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from tests.conftest import tritonserver_processes
@@ -85,6 +86,49 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     assert study.user_attrs["workload"]["classes"][0]["name"] == "interactive"
     status = runner.invoke(app, ["status", "--storage", storage, "--study", data["study"]])
     assert status.exit_code == 2 and "is a workload study" in status.output
+    assert "layouts: one shared model" in result.output  # the endpoints were measured too
+    assert {f["layout"] for f in data["finalists"]} == {"shared", "endpoints"}
+    _export_and_check_the_workload(storage, data, tmp_path)
+
+
+def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> None:
+    """The winner exported and checked on the real server, as it serves the workload: with the
+    layout it won in, then (the study's final edited) as one endpoint per class. The check sends
+    half the recorded capacity (--tolerance 50%: it must pass on a busy machine), then 50x it."""
+    study = optuna.load_study(study_name=data["study"], storage=storage)
+    final = study.user_attrs["workload_final"]
+    endpoints = next(f for f in final["finalists"] if f["layout"] == "endpoints")
+    shared = max(
+        (f for f in final["finalists"] if f["layout"] == "shared" and f["trial"] is not None),
+        key=lambda f: f["median_total_rate_per_s"],
+    )
+    for layout, winner in (("shared", shared), ("endpoints", endpoints)):
+        study.set_user_attr("workload_final", {**final, "winner": winner})
+        out = tmp_path / f"tuned-{layout}"
+        exported = runner.invoke(
+            app, ["export", "--storage", storage, "--study", data["study"], "--out", str(out)]
+        )
+        assert exported.exit_code == 0, exported.output
+        assert "tuned for a workload" in exported.output
+        names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+        assert names == (["mlp"] if layout == "shared" else ["mlp_batch", "mlp_interactive"])
+        junit = tmp_path / f"{layout}.xml"
+        checked = runner.invoke(
+            app, ["check", str(out), "--tolerance", "50%", "--rounds", "1", "--junit", str(junit)]
+        )
+        assert checked.exit_code == 0, checked.output
+        assert "met in rounds" in checked.output and "check passed: 1/1" in checked.output
+        assert 'name="class interactive"' in junit.read_text()
+        # Fifty times the capacity: the interactive class can't keep its SLO (the check fails).
+        for name in names:
+            record = out / name / "tritontune.lock.yaml"
+            text = yaml.safe_load(record.read_text())
+            rates = text["workload"]["capacity"]["rounds_total_rate_per_s"]
+            text["workload"]["capacity"]["rounds_total_rate_per_s"] = [50 * r for r in rates]
+            record.write_text(yaml.safe_dump(text))
+        failed = runner.invoke(app, ["check", str(out), "--tolerance", "50%", "--rounds", "1"])
+        assert failed.exit_code == 1, failed.output
+        assert "missed its objective" in failed.output
 
 
 @pytest.mark.integration
