@@ -67,6 +67,12 @@ def test_a_point_carries_the_scheduler_knobs():
     assert dict(variant.priority_queue_policies)[2].max_queue_size == 16
     fifo = point_variant(SPACE, TRAFFIC, {**point, "priorities": False, "admission": "none"})
     assert fifo.priority_levels == 0 and fifo.max_queue_size is None
+    # Without the dynamic batcher there is no scheduler queue to set up (Triton refuses one).
+    timed = parse_traffic(
+        {"classes": [{"name": "a", "share": 1, "timeout": "1s", "slo_p99": "20ms"}]}, where="t"
+    )
+    plain = point_variant(SPACE, timed, {"max_batch_size": 16, "dynamic_batching": False})
+    assert plain.queue_timeout_us is None and plain.priority_levels is None
 
 
 def test_the_search_finds_priorities_and_admission_control_and_beats_the_baseline(session):
@@ -130,6 +136,9 @@ def test_the_final_rounds_measure_the_best_config_as_endpoints_too(session):
     # the shared model with priorities wins.
     assert result.layout_ratio is not None and result.layout_ratio > 1
     assert result.to_dict()["shared_over_endpoints"] == result.layout_ratio
+    # The report's figures are the winner's own (each finalist's last round kept by its label).
+    assert set(result.last_capacity) == {f.label for f in result.finalists}
+    assert result.winner_capacity() is result.last_capacity[result.winner.label]
     shared = result.best_of(Layout.SHARED)
     assert shared is not None and set(shared.routes.values()) == {"mlp"}
     assert 'name: "mlp"' in shared.models["mlp"]

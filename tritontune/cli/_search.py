@@ -118,6 +118,14 @@ def search(
             "meets its objective (each class's SLO replaces --slo-p99).",
         ),
     ] = None,
+    start_rate: Annotated[
+        float,
+        typer.Option(
+            help="With --workload: where each capacity ramp starts (total req/s); below what "
+            "the model can serve (a ramp whose first level misses finds no capacity).",
+            min=0.001,
+        ),
+    ] = 20.0,
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
@@ -264,6 +272,7 @@ def search(
                     study_name=study,
                     top=max(playoff_top, 1),
                     rounds=playoff_rounds,
+                    start_rate=start_rate,
                 ),
                 results,
                 report,

@@ -122,12 +122,13 @@ class WorkloadSearchResult:
     study_name: str
     trials: list[WorkloadTrial]
     finalists: list[Finalist] = field(default_factory=list)
-    last_capacity: dict[int | None, TrafficCapacity] = field(default_factory=dict)
-    """Each finalist's capacity in the last round, every level's figures (for the report)."""
+    last_capacity: dict[str, TrafficCapacity] = field(default_factory=dict)
+    """Each finalist's capacity in the last round (by :attr:`Finalist.label`), every level's
+    figures (for the report)."""
 
     def winner_capacity(self) -> TrafficCapacity | None:
         winner = self.winner
-        return self.last_capacity.get(winner.trial) if winner is not None else None
+        return self.last_capacity.get(winner.label) if winner is not None else None
 
     @property
     def winner(self) -> Finalist | None:
@@ -196,6 +197,8 @@ def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
 def point_variant(space: SearchSpace, traffic: Traffic, point: dict[str, Any]) -> Variant:
     """The config a workload point stands for: the space's knobs, then the scheduler's."""
     knobs = {k: v for k, v in point.items() if k not in ("priorities", "admission")}
+    if point.get("dynamic_batching", True) is False:
+        return space.to_variant(knobs)  # no scheduler queue: no priorities, timeouts or bound
     admission = point.get("admission", "none")
     return traffic.scheduled(
         space.to_variant(knobs),
@@ -336,15 +339,14 @@ def _final_rounds(
     settings: WorkloadSearchSettings,
     trials: list[WorkloadTrial],
     progress: WorkloadSearchProgress,
-) -> tuple[list[Finalist], dict[int | None, TrafficCapacity]]:
+) -> tuple[list[Finalist], dict[str, TrafficCapacity]]:
     entries = _finalist_entries(session, space, traffic, settings, trials)
     rates: list[list[float]] = [[] for _ in entries]
-    last: dict[int | None, TrafficCapacity] = {}
+    last: dict[str, TrafficCapacity] = {}
     for round_number in range(settings.rounds):
         for i, (finalist, variant) in enumerate(entries):
             capacity = capacity_of(session, traffic, variant, settings.start_rate)
-            if finalist.layout == Layout.SHARED:
-                last[finalist.trial] = capacity
+            last[finalist.label] = capacity
             rates[i].append(capacity.highest_rate)
             if progress.on_final_round:
                 shown = dataclasses.replace(finalist, rates=tuple(rates[i]))
