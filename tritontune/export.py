@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -316,10 +317,7 @@ def _record_for(
         config_sha256=config_sha256,
         model_files=model_files,
         precision=_precision_record(pick),
-        triton_version=context.server_version,
-        triton_launch=context.launch,
-        served_via_python_backend=context.served_via_python_backend,
-        hardware=HostInfo.from_dict(context.host),
+        **_measured_on(context),
         tuned_from={
             "model": pick.source.name,
             "study": study.name,
@@ -475,7 +473,6 @@ def export_workload(
             (staged / WORKLOAD_FILE).write_text(
                 yaml.safe_dump(traffic.to_file(data_files), sort_keys=False), encoding="utf-8"
             )
-            context = study.context
             record = WorkloadRecord(
                 model=name,
                 workload_file=WORKLOAD_FILE,
@@ -486,10 +483,7 @@ def export_workload(
                 knobs=_endpoint_knobs(winner, name),
                 config_sha256=config_digest(config),
                 model_files=dict(digests),
-                triton_version=context.server_version,
-                triton_launch=context.launch,
-                served_via_python_backend=context.served_via_python_backend,
-                hardware=HostInfo.from_dict(context.host),
+                **_measured_on(study.context),
                 tuned_from={
                     "model": source.name,
                     "study": study.name,
@@ -507,6 +501,16 @@ def export_workload(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
+
+
+def _measured_on(context: StudyContext) -> dict[str, Any]:
+    """A record's provenance fields, from the study's context."""
+    return {
+        "triton_version": context.server_version,
+        "triton_launch": context.launch,
+        "served_via_python_backend": context.served_via_python_backend,
+        "hardware": HostInfo.from_dict(context.host),
+    }
 
 
 def _endpoint_knobs(winner: Finalist, model: str) -> dict:

@@ -242,14 +242,7 @@ class TuningRecord:
             "precision": self.precision,
             "config_sha256": self.config_sha256,
             "model_files": dict(self.model_files),
-            "triton": {
-                "version": self.triton_version,
-                "launch": self.triton_launch,
-                "served_via_python_backend": self.served_via_python_backend,
-            },
-            "tritontune_version": self.tritontune_version,
-            "hardware": self.hardware.to_dict(),
-            "date": self.date,
+            **_provenance(self),
             "routing": self.routing,
         }
 
@@ -291,6 +284,20 @@ class TuningRecord:
             routing=data.get("routing"),
             playoff=data.get("playoff"),
         )
+
+
+def _provenance(record: TuningRecord | WorkloadRecord) -> dict:
+    """Where and with what a record's figures were measured (the same in both kinds)."""
+    return {
+        "triton": {
+            "version": record.triton_version,
+            "launch": record.triton_launch,
+            "served_via_python_backend": record.served_via_python_backend,
+        },
+        "tritontune_version": record.tritontune_version,
+        "hardware": record.hardware.to_dict(),
+        "date": record.date,
+    }
 
 
 _WORKLOAD_SCHEMA: dict[str, Any] = {
@@ -393,14 +400,7 @@ class WorkloadRecord:
             "knobs": self.knobs,
             "config_sha256": self.config_sha256,
             "model_files": dict(self.model_files),
-            "triton": {
-                "version": self.triton_version,
-                "launch": self.triton_launch,
-                "served_via_python_backend": self.served_via_python_backend,
-            },
-            "tritontune_version": self.tritontune_version,
-            "hardware": self.hardware.to_dict(),
-            "date": self.date,
+            **_provenance(self),
         }
 
     @classmethod

@@ -53,6 +53,16 @@ def workload_text(check: WorkloadCheck, name: str) -> str:
     )
 
 
+def _loads_case(check: ModelCheck | WorkloadCheck) -> TestCase:
+    """The ``loads`` case: the model(s) read, loaded and measured, with the warnings."""
+    loads = TestCase("loads", classname=check.name, time=round(check.duration_s, 3))
+    if check.problems:
+        loads.result = [Failure("; ".join(check.problems))]
+    if check.warnings:
+        loads.system_out = "\n".join(f"warning: {w}" for w in check.warnings)
+    return loads
+
+
 def write_junit(report: CheckReport, path: Path) -> None:
     suite = TestSuite("tritontune check")
     suite.add_property("repository", str(report.repository))
@@ -60,12 +70,7 @@ def write_junit(report: CheckReport, path: Path) -> None:
     suite.add_property("triton_version", report.server_version)
     suite.add_property("hardware", report.host.summary())
     for check in report.models:
-        loads = TestCase("loads", classname=check.name, time=round(check.duration_s, 3))
-        if check.problems:
-            loads.result = [Failure("; ".join(check.problems))]
-        if check.warnings:
-            loads.system_out = "\n".join(f"warning: {w}" for w in check.warnings)
-        suite.add_testcase(loads)
+        suite.add_testcase(_loads_case(check))
         for criterion in check.criteria:
             case = TestCase(criterion.name, classname=check.name)
             text = criterion_text(check, criterion)
@@ -74,12 +79,7 @@ def write_junit(report: CheckReport, path: Path) -> None:
                 case.result = [Failure(f"{check.name}: {text}")]
             suite.add_testcase(case)
     for workload in report.workloads:
-        loads = TestCase("loads", classname=workload.name, time=round(workload.duration_s, 3))
-        if workload.problems:
-            loads.result = [Failure("; ".join(workload.problems))]
-        if workload.warnings:
-            loads.system_out = "\n".join(f"warning: {w}" for w in workload.warnings)
-        suite.add_testcase(loads)
+        suite.add_testcase(_loads_case(workload))
         for criterion in workload.criteria:
             case = TestCase(f"class {criterion.name}", classname=workload.name)
             case.system_out = workload_text(workload, criterion.name)
