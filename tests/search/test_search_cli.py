@@ -94,7 +94,8 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
 def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> None:
     """The winner exported and checked on the real server, as it serves the workload: with the
     layout it won in, then (the study's final edited) as one endpoint per class. The check sends
-    half the recorded capacity (--tolerance 50%: it must pass on a busy machine), then 50x it."""
+    half the recorded capacity (--tolerance 50%: it must pass on a busy machine), then (shared
+    layout) 50x it, and must fail."""
     study = optuna.load_study(study_name=data["study"], storage=storage)
     final = study.user_attrs["workload_final"]
     endpoints = next(f for f in final["finalists"] if f["layout"] == "endpoints")
@@ -119,6 +120,8 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
         assert checked.exit_code == 0, checked.output
         assert "met in rounds" in checked.output and "check passed: 1/1" in checked.output
         assert 'name="class interactive"' in junit.read_text()
+        if layout == "endpoints":
+            continue  # the failing case once is enough (it waits out a backlog: ~1 min)
         # Fifty times the capacity: the interactive class can't keep its SLO (the check fails).
         for name in names:
             record = out / name / "tritontune.lock.yaml"
