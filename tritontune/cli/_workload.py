@@ -15,6 +15,7 @@ from tritontune.report.workload import summary_lines, write_workload_report
 from tritontune.search.space import SearchSpace
 from tritontune.search.study import WorkloadTrial
 from tritontune.search.workload_search import (
+    ADMISSION_CHOICES,
     Finalist,
     WorkloadSearchProgress,
     WorkloadSearchResult,
@@ -56,7 +57,7 @@ def search_workload(
             "space: "
             + ", ".join(f"{k}={v}" for k, v in searched.describe().items())
             + (", priorities={true, false}" if traffic.priority_levels else "")
-            + ", admission={none, 16, 64, 256}",
+            + f", admission={{{', '.join(str(a) for a in ADMISSION_CHOICES)}}}",
             highlight=False,
         )
         result = run_workload_search(

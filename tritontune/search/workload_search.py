@@ -194,16 +194,22 @@ def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
     return space
 
 
+def _split_point(point: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """A workload point's knobs of the space, and its admission bound (None: unbounded)."""
+    knobs = {k: v for k, v in point.items() if k not in ("priorities", "admission")}
+    admission = point.get("admission", "none")
+    return knobs, None if admission == "none" else int(admission)
+
+
 def point_variant(space: SearchSpace, traffic: Traffic, point: dict[str, Any]) -> Variant:
     """The config a workload point stands for: the space's knobs, then the scheduler's."""
-    knobs = {k: v for k, v in point.items() if k not in ("priorities", "admission")}
+    knobs, admission = _split_point(point)
     if point.get("dynamic_batching", True) is False:
         return space.to_variant(knobs)  # no scheduler queue: no priorities, timeouts or bound
-    admission = point.get("admission", "none")
     return traffic.scheduled(
         space.to_variant(knobs),
         priorities=bool(point.get("priorities", False)),
-        admission=None if admission == "none" else int(admission),
+        admission=admission,
     )
 
 
@@ -302,8 +308,9 @@ def run_workload_search(
             continue
         _run_trial(study, trial, point, session, space, traffic, settings)
         if progress.on_trial_done:
-            done = next(t for t in read_workload_trials(study) if t.number == trial.number)
-            progress.on_trial_done(len(read_workload_trials(study)), done)
+            finished = read_workload_trials(study)
+            done = next(t for t in finished if t.number == trial.number)
+            progress.on_trial_done(len(finished), done)
     trials = read_workload_trials(study)
     finalists, last = _final_rounds(session, space, traffic, settings, trials, progress)
     result = WorkloadSearchResult(name, trials, finalists, last)
@@ -379,14 +386,10 @@ def _finalist_entries(
         )
     if top and settings.endpoints and session.launcher.owns_server:
         best = top[0]
-        variant = space.to_variant(
-            {k: v for k, v in best.params.items() if k not in ("priorities", "admission")}
-        )
+        knobs, admission = _split_point(best.params)
+        variant = space.to_variant(knobs)
         instances = _instances(session.build_config(variant))
-        admission = best.params.get("admission", "none")
-        split = endpoint_variants(
-            traffic, variant, instances, None if admission == "none" else int(admission)
-        )
+        split = endpoint_variants(traffic, variant, instances, admission)
         models = {f"{name}_{role}": session.build_config(v) for role, v in split.items()}
         knobs = {role: describe_config(models[f"{name}_{role}"]) for role in split}
         routes = {role: f"{name}_{role}" for role in split}
