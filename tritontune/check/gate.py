@@ -20,7 +20,8 @@ tritontune version, a config.pbtxt edited since export) are warnings beside the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -315,25 +316,45 @@ def _check_on_server(
         dynamic_dim=record.load.dynamic_dim if record else 16,
         input_data=input_data if input_data.is_file() else None,
     )
+    with _checking_session(source, check, settings, workload, settings.measure) as session:
+        _check_loaded(session, check, report, record, settings, on_round)
+
+
+@contextmanager
+def _checking_session(
+    source: ModelSource,
+    check: ModelCheck | WorkloadCheck,
+    settings: CheckSettings,
+    workload: Workload | None,
+    measure: MeasureSettings,
+) -> Iterator[TuningSession]:
+    """A server for one check; its log is kept (beside the JUnit file) when the check failed,
+    and where it was kept is said in the check."""
     session = TuningSession(
         source,
         launch=settings.launch,
         workload=workload,
-        settings=settings.measure,
-        failure_log=settings.failure_log_dir / f"check-{model.name}.tritonserver.log"
+        settings=measure,
+        failure_log=settings.failure_log_dir / f"check-{source.name}.tritonserver.log"
         if settings.failure_log_dir is not None
         else None,
     )
     try:
         with session:
             try:
-                _check_loaded(session, check, report, record, settings, on_round)
+                yield session
             finally:
                 if not check.passed:
-                    session.keep_log_because(f"the check of {model.name} failed")
+                    session.keep_log_because(f"the check of {check.name} failed")
     finally:
         check.server_log = session.kept_log
         check.server_log_reason = session.kept_log_reason
+
+
+def _version_warnings(record: TuningRecord | WorkloadRecord, session: TuningSession) -> list[str]:
+    if record.triton_version == session.info.version:
+        return []
+    return [f"recorded on Triton {record.triton_version}, checking on {session.info.version}"]
 
 
 def _check_loaded(
@@ -345,10 +366,8 @@ def _check_loaded(
     on_round: Callable[[str, int, Measurement], None] | None,
 ) -> None:
     report.server_version = session.info.version
-    if record is not None and record.triton_version != session.info.version:
-        check.warnings.append(
-            f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
-        )
+    if record is not None:
+        check.warnings += _version_warnings(record, session)
     try:
         check.knobs = describe_config(session.load_variant(Variant()))  # config.pbtxt as exported
     except TritonTuneError as err:
@@ -376,33 +395,52 @@ def _measure_rounds(
     settings: CheckSettings,
     on_round: Callable[[str, int, Measurement], None] | None,
 ) -> None:
-    target = settings.min_rounds
     first = replace(settings.measure, warmup_s=max(FIRST_ROUND_WARMUP_S, settings.measure.warmup_s))
-    while True:
-        while len(check.rounds) < target:
-            measurement, _ = session.measure_with_restart(
-                load, settings=first if not check.rounds else settings.measure
+
+    def measure_round() -> None:
+        measurement, _ = session.measure_with_restart(
+            load, settings=first if not check.rounds else settings.measure
+        )
+        total = measurement.latency.count + measurement.error_count
+        check.measurements.append(measurement)
+        check.rounds.append(
+            RoundFigures(
+                throughput=measurement.throughput,
+                p99_s=measurement.latency.p99 if measurement.latency.count else float("inf"),
+                error_rate=measurement.error_count / total if total else 1.0,
             )
-            total = measurement.latency.count + measurement.error_count
-            check.measurements.append(measurement)
-            check.rounds.append(
-                RoundFigures(
-                    throughput=measurement.throughput,
-                    p99_s=measurement.latency.p99 if measurement.latency.count else float("inf"),
-                    error_rate=measurement.error_count / total if total else 1.0,
-                )
-            )
-            if on_round:
-                on_round(check.name, len(check.rounds), measurement)
+        )
+        if on_round:
+            on_round(check.name, len(check.rounds), measurement)
+
+    def judge_rounds() -> list[Criterion]:
         check.criteria = judge(
             check.rounds,
             slo_p99_s=record.slo_p99_s,
             recorded_throughput=record.reference_throughput,
             tolerance=settings.tolerance,
         )
-        if not needs_more_rounds(check.criteria) or target >= settings.max_rounds:
+        return check.criteria
+
+    _rounds_until_agreed(measure_round, lambda: len(check.rounds), judge_rounds, settings)
+
+
+def _rounds_until_agreed(
+    measure_round: Callable[[], None],
+    rounds_done: Callable[[], int],
+    judge_rounds: Callable[[], list[Criterion]],
+    settings: CheckSettings,
+) -> None:
+    """``min_rounds`` rounds, then two more at a time while some criterion's rounds disagree, up
+    to ``max_rounds`` (odd counts: a median, never a tie). ``judge_rounds`` keeps its verdict
+    where the check shows it, so a round that raises leaves the last verdict in place."""
+    target = settings.min_rounds
+    while True:
+        while rounds_done() < target:
+            measure_round()
+        if not needs_more_rounds(judge_rounds()) or target >= settings.max_rounds:
             return
-        target = min(settings.max_rounds, target + 2)  # odd counts: a median, never a tie
+        target = min(settings.max_rounds, target + 2)
 
 
 #: A workload's rounds: each class needs its own tail, so the windows wait for enough answers.
@@ -426,25 +464,13 @@ def _check_workload(group: list[_Model], report: CheckReport, settings: CheckSet
         return check
     check.traffic = read_traffic(first.directory / record.workload_file)
     check.rate = record.reference_rate * (1 - settings.tolerance)
-    session = TuningSession(
-        first.source,  # type: ignore[arg-type]  # checked above: every source was read
-        launch=settings.launch,
-        settings=WORKLOAD_CHECK_MEASURE,
-        failure_log=settings.failure_log_dir / f"check-{first.name}.tritonserver.log"
-        if settings.failure_log_dir is not None
-        else None,
-    )
+    source = first.source
+    assert source is not None  # checked above: every source was read
     try:
-        with session:
-            try:
-                report.server_version = session.info.version
-                _measure_workload(session, group, check, settings)
-            finally:
-                if not check.passed:
-                    session.keep_log_because(f"the check of {check.name} failed")
+        with _checking_session(source, check, settings, None, WORKLOAD_CHECK_MEASURE) as session:
+            report.server_version = session.info.version
+            _measure_workload(session, group, check, settings)
     finally:
-        check.server_log = session.kept_log
-        check.server_log_reason = session.kept_log_reason
         check.duration_s = time.monotonic() - started
     return check
 
@@ -454,10 +480,7 @@ def _measure_workload(
 ) -> None:
     record, traffic = check.record, check.traffic
     assert traffic is not None
-    if record.triton_version != session.info.version:
-        check.warnings.append(
-            f"recorded on Triton {record.triton_version}, checking on {session.info.version}"
-        )
+    check.warnings += _version_warnings(record, session)
     sources = {m.name: m.source for m in group if m.source is not None}
     try:
         if record.layout == Layout.ENDPOINTS:
@@ -467,21 +490,21 @@ def _measure_workload(
     except TritonTuneError as err:
         check.problems.append(str(err))
         return
-    target = settings.min_rounds
+
+    def measure_round() -> None:
+        measurement = session.measure_traffic(traffic, check.rate)
+        check.rounds.append(measurement)
+        check.verdicts.append(
+            {c.name: judge_class(c, measurement.figures(c.name)) for c in traffic.classes}
+        )
+
+    def judge_rounds() -> list[Criterion]:
+        check.criteria = [
+            objective_criterion(c.name, [v[c.name].met for v in check.verdicts]) for c in traffic.classes
+        ]
+        return check.criteria
+
     try:
-        while True:
-            while len(check.rounds) < target:
-                measurement = session.measure_traffic(traffic, check.rate)
-                check.rounds.append(measurement)
-                check.verdicts.append(
-                    {c.name: judge_class(c, measurement.figures(c.name)) for c in traffic.classes}
-                )
-            check.criteria = [
-                objective_criterion(c.name, [v[c.name].met for v in check.verdicts])
-                for c in traffic.classes
-            ]
-            if not needs_more_rounds(check.criteria) or target >= settings.max_rounds:
-                return
-            target = min(settings.max_rounds, target + 2)
+        _rounds_until_agreed(measure_round, lambda: len(check.rounds), judge_rounds, settings)
     except (ServerDiedError, TritonTuneError) as err:
         check.problems.append(f"sending the workload at {check.rate:,.0f} req/s: {err}")
