@@ -40,18 +40,16 @@ import optuna
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+
 from tests.fakes import FakeSession  # noqa: E402 - the stand-in session, shared with the tests
 from tests.postgres import postgres_server  # noqa: E402
 from tritontune.config.repository import load_model_source  # noqa: E402
 from tritontune.measure.loadgen import LoadMode  # noqa: E402
 from tritontune.search.optimize import SearchSettings, run_search  # noqa: E402
 from tritontune.search.space import Choice, SearchSpace  # noqa: E402
-from tritontune.search.study import (  # noqa: E402
-    StudyIdentity,
-    open_storage,
-    open_study,
-    read_study,
-)
+from tritontune.study.handle import TuningStudy  # noqa: E402
+from tritontune.study.records import StudyIdentity  # noqa: E402
+from tritontune.study.storage import open_storage  # noqa: E402
 
 SPACE = SearchSpace(
     {
@@ -66,7 +64,7 @@ SPACE = SearchSpace(
 
 def ask_tell_latency(storage: str, trials: int) -> float:
     """Median seconds of one ask + suggest + tell through tritontune's storage."""
-    study, _ = open_study(
+    study = TuningStudy.create_or_resume(
         storage,
         f"latency-{time.time_ns()}",
         identity=StudyIdentity("mlp", 0.05, LoadMode.CONCURRENCY),
@@ -78,7 +76,7 @@ def ask_tell_latency(storage: str, trials: int) -> float:
         started = time.perf_counter()
         trial = study.ask()
         SPACE.suggest(trial)
-        study.tell(trial, 1.0)
+        study.optuna_study.tell(trial, 1.0)
         took.append(time.perf_counter() - started)
     return statistics.median(took)
 
@@ -115,7 +113,7 @@ def budget_wall_time(
         process.join()
         assert process.exitcode == 0, f"a worker failed (exit {process.exitcode})"
     wall = time.perf_counter() - started
-    record = read_study(optuna.load_study(study_name=study, storage=storage))
+    record = TuningStudy.open_existing(storage, study).read()
     counted = [t for t in record.trials if t.counted]
     assert len(counted) == budget, f"{len(counted)} configs finished, budget {budget}"
     points = [tuple(sorted(t.params.items())) for t in counted]

@@ -29,13 +29,13 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
-from tritontune.measure.workload import Workload
+from tritontune.measure.request_shape import RequestShape
 from tritontune.precision.convert import DEFAULT_PRECISIONS
 from tritontune.search.operating_point import find_operating_point
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 from tritontune.units import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,9 @@ def main() -> None:
                                min_window_requests=20, max_windows=6)  # fmt: skip
     source = load_model_source(REPOSITORY, "minilm")
     rows: dict[str, dict] = {}
-    with TuningSession(source, workload=Workload(input_data=INPUTS), settings=settings) as session:
+    with TuningSession(
+        source, request_shape=RequestShape(input_data=INPUTS), settings=settings
+    ) as session:
         checks = session.prepare_precisions(list(DEFAULT_PRECISIONS))
         accepted = [p for p in DEFAULT_PRECISIONS if checks[p].accepted]
         for precision in DEFAULT_PRECISIONS:
@@ -85,7 +87,7 @@ def main() -> None:
         # Each accepted variant's operating point (one search each), then interleaved rounds.
         loads = {}
         for precision in accepted:
-            session.load_variant(batched(precision))
+            session.load(batched(precision))
             point = find_operating_point(session.measure, slo, max_load=64)
             loads[precision] = point.load if point.feasible else 1
             print(f"{precision:<13} operating point: concurrency {loads[precision]:g}, "
@@ -93,10 +95,10 @@ def main() -> None:
         noisy = 0
         for _ in range(args.rounds):
             for precision in accepted:
-                session.load_variant(batch1(precision))
+                session.load(batch1(precision))
                 m = session.measure(LoadSpec.concurrency(1))
                 rows[precision]["batch1"].append(m.throughput)
-                session.load_variant(batched(precision))
+                session.load(batched(precision))
                 m2 = session.measure(LoadSpec.concurrency(int(loads[precision])))
                 rows[precision]["point"].append(m2.throughput)
                 rows[precision]["p99_ms"].append(m2.latency.p99 * 1e3)
@@ -128,7 +130,9 @@ def main() -> None:
         })  # fmt: skip
         with (
             tempfile.TemporaryDirectory() as tmp,
-            TuningSession(source, workload=Workload(input_data=INPUTS), settings=settings) as session,
+            TuningSession(
+                source, request_shape=RequestShape(input_data=INPUTS), settings=settings
+            ) as session,
         ):
             result = run_search(
                 session, space,

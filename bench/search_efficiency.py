@@ -32,8 +32,9 @@ from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.optimize import SearchSettings, measure_operating_point, run_search
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.search.study import StudyIdentity, TrialResult, open_study, read_study
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import StudyIdentity, TrialResult
 from tritontune.units import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ def key(params: dict) -> tuple:
 
 
 def trial_stats(results: list[TrialResult], study: optuna.Study) -> tuple[list[float], list[float]]:
-    switches = [t.switch_s for t in read_study(study).trials if t.switch_s is not None]
+    switches = [t.switch_s for t in TuningStudy.of(study).read().trials if t.switch_s is not None]
     durations = [r.duration_s for r in results if r.duration_s is not None]
     return switches, durations
 
@@ -88,7 +89,9 @@ def main() -> None:
             sampler=optuna.samplers.RandomSampler(seed=0),
         )  # fmt: skip
         identity = StudyIdentity("mlp", slo, LoadMode.CONCURRENCY)
-        queue, _ = open_study(storage, "grid", identity=identity, sampler=grid_settings.sampler)
+        queue = TuningStudy.create_or_resume(
+            storage, "grid", identity=identity, sampler=grid_settings.sampler
+        ).optuna_study
         for values in itertools.product(*GRID.values()):
             queue.enqueue_trial(dict(zip(GRID, values, strict=True)))
         started = time.monotonic()
@@ -156,7 +159,7 @@ def main() -> None:
         cfg = SearchSettings(slo_p99_s=slo)
         for _ in range(args.repeats):
             for name, params in candidates.items():
-                op = measure_operating_point(session, SPACE.to_variant(params), cfg)
+                op, _ = measure_operating_point(session, SPACE.to_variant(params), cfg)
                 runs[name].append(op.throughput)
         grid_median = statistics.median(runs["grid"])
         print(f"head to head, median of {args.repeats} alternating re-measurements:")

@@ -40,8 +40,9 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.traffic import read_traffic
-from tritontune.search.optimize import SearchSettings, run_search, space_for_session
+from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
+from tritontune.search.setup import space_for
 from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
 from tritontune.search.workload_search import (
     WorkloadSearchSettings,
@@ -49,7 +50,7 @@ from tritontune.search.workload_search import (
     run_workload_search,
     workload_space,
 )
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 from tritontune.units import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +63,7 @@ def capacity(
     if isinstance(config, dict):
         session.load_endpoints(config)
     else:
-        session.load_variant(config)
+        session.load(config)
     return find_traffic_capacity(
         lambda rate: session.measure_traffic(traffic, rate), traffic, start=start
     )
@@ -140,7 +141,7 @@ def main() -> None:
     ):
         print(f"workload: {traffic.describe()}")
         # Every class's requests must fit the config: batch sizes below 8 are left out.
-        space = workload_space(space_for_session(session, slo).replace("precision", None), traffic)
+        space = workload_space(space_for(session, slo).replace("precision", None), traffic)
         searched = run_search(
             session,
             space,

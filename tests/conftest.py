@@ -120,7 +120,7 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
     from tritontune.search.space import Choice, SearchSpace
-    from tritontune.session import TuningSession
+    from tritontune.serving.session import TuningSession
 
     fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
     storage = f"sqlite:///{tmp_path_factory.mktemp('studies') / 'studies.db'}"

@@ -1,4 +1,4 @@
-"""A fake session on a modelled server: what the search uses of a session, no server.
+"""A fake bench on a modelled server: the measuring protocol the jobs use, no server.
 
 The search loop's tests drive it (the thing under test is the loop, not the measurement), and
 ``bench/distributed.py`` uses it as a clearly labelled stand-in of fixed duration. Configs are
@@ -20,28 +20,15 @@ from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
 from tritontune.measure.loadgen import QUEUE_FULL_ERROR, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
+from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import Traffic
-from tritontune.measure.workload import Workload
 from tritontune.server.launcher import ServerInfo
-
-
-class FakeLauncher:
-    owns_server = True
-
-    def __init__(self) -> None:
-        self.dead = False
-
-    def check_alive(self) -> None:
-        if self.dead:
-            raise ServerDiedError("tritonserver died (exit code -9)", "line 1\nline 2\nSegfault\n")
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "Segfault\n"
+from tritontune.serving.bench import LoadReceipt
 
 
 class FakeSession:
-    """Just what the search uses of a session, on a modelled server.
+    """The measuring protocol (:class:`tritontune.serving.bench.Bench`) on a modelled server.
 
     ``kill`` maps a max_batch_size to how many times the server dies while measuring that config
     (as if killed from outside, or crashed by it); ``refuse`` is a max_batch_size Triton refuses;
@@ -57,12 +44,12 @@ class FakeSession:
     ) -> None:
         self.source = source
         self.name = source.name
-        self.workload = Workload()
+        self.request_shape = RequestShape()
         self.info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TargetCapabilities(), "local")
-        self.launcher = FakeLauncher()
-        self.served = None
+        self.owns_server = True
+        self.via_python = False
+        self.dead = False
         self.batch_dim_dynamic = True
-        self.last_switch_s: float | None = None
         self.restarts = 0
         self.kill = dict(kill or {})
         self.refuse = refuse
@@ -76,33 +63,33 @@ class FakeSession:
         self.settings = MeasureSettings()
         self.endpoints: dict[str, ModelConfig] = {}
 
-    def build_config(self, variant: Variant) -> ModelConfig:
+    def build(self, variant: Variant) -> ModelConfig:
         return apply_variant(self.source.base_config, variant)
 
-    def load_variant(self, variant: Variant) -> ModelConfig:
-        if self.launcher.dead:
+    def load(self, variant: Variant) -> LoadReceipt:
+        if self.dead:
             raise ServerDiedError("not running")
-        config = self.build_config(variant)
+        config = self.build(variant)
         self.variants.append(variant)
         self.baseline_measured |= variant == Variant()
         if self.refuse is not None and config.max_batch_size == self.refuse:
             raise ModelLoadError("failed to load 'mlp': refused")
-        self.loaded, self.last_switch_s = config, 0.01
+        self.loaded = config
         self.endpoints = {}
         self.loads.append(config.max_batch_size)
-        return config
+        return LoadReceipt({self.name: config}, 0.01)
 
-    def load_endpoints(self, variants: Mapping[str, Variant]) -> dict[str, ModelConfig]:
-        self.endpoints = {role: self.build_config(v) for role, v in variants.items()}
+    def load_endpoints(self, variants: Mapping[str, Variant]) -> LoadReceipt:
+        self.endpoints = {role: self.build(v) for role, v in variants.items()}
         self.loaded = None
-        return dict(self.endpoints)
+        return LoadReceipt({f"{self.name}_{role}": c for role, c in self.endpoints.items()}, 0.01)
 
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
         assert self.loaded is not None
         batch = self.loaded.max_batch_size or 1
         if self.kill.get(batch, 0) > 0:
             self.kill[batch] -= 1
-            self.launcher.dead = True
+            self.dead = True
             raise ServerError("inference failed: Socket closed")  # the death shows up later
         time.sleep(self.measure_delay_s)
         self.measured.append(batch)
@@ -180,18 +167,17 @@ class FakeSession:
             )
         return TrafficMeasurement(total_rate, tuple(figures), 3.0, 3.0)
 
-    def measure_with_restart(
-        self, load: LoadSpec, retries: int = 1, settings: MeasureSettings | None = None
-    ) -> tuple[Measurement, int]:
-        return self.measure(load, settings), 0
-
     def prepare_precisions(self, precisions, *, accuracy=None):
         raise AssertionError("the fake session has no precision variants")
 
-    def restart(self, *, reload: bool = True) -> None:
-        self.restarts += 1
-        self.launcher.dead = False
-        self.loaded = None
+    def fault(self, err: ServerError) -> ServerDiedError | None:
+        if isinstance(err, ServerDiedError):
+            return err
+        if self.dead:
+            return ServerDiedError("tritonserver died (exit code -9)", "line 1\nline 2\nSegfault\n")
+        return None
 
-    def server_ready(self) -> bool:
-        return not self.launcher.dead
+    def restart(self, *, reload: bool = False) -> None:
+        self.restarts += 1
+        self.dead = False
+        self.loaded = None

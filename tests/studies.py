@@ -9,20 +9,13 @@ import optuna
 
 from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode
-from tritontune.search.operating_point import LevelResult, OperatingPoint
-from tritontune.search.playoff import PlayoffResult
-from tritontune.search.study import (
-    RecordedWorkload,
+from tritontune.study.figures import LevelResult, OperatingPoint, PlayoffResult
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import (
+    RecordedRequestShape,
     StudyContext,
     StudyIdentity,
-    ensure_context,
-    open_study,
-    save_baseline,
-    save_config,
-    save_confirmed,
-    save_playoff,
-    save_point,
-    tell_measured,
+    StudyRecord,
 )
 
 SLO = 0.05
@@ -45,40 +38,44 @@ def make_study(
     confirmed: OperatingPoint | None = None,
     baseline: OperatingPoint | None = None,
     playoff: PlayoffResult | None = None,
-) -> optuna.Study:
+) -> TuningStudy:
     """A finished study of the example model: one measured trial per throughput (batch sizes
     4, 8, 16, ...), the baseline, and ``confirmed`` for the best trial when given."""
     identity = StudyIdentity("mlp", SLO, LoadMode.CONCURRENCY)
-    study, _ = open_study(
+    study = TuningStudy.create_or_resume(
         optuna.storages.InMemoryStorage(), name, identity=identity,
         sampler=optuna.samplers.RandomSampler(seed=0),
     )  # fmt: skip
     source = load_model_source(repository, "mlp")
-    ensure_context(
-        study,
+    study.ensure_context(
         lambda: StudyContext(
             model_repository=str(repository), model_version="1", model_files=source.file_digests(),
-            workload=RecordedWorkload(batch_size=1), server_version="2.51.0",
+            request_shape=RecordedRequestShape(batch_size=1), server_version="2.51.0",
             host={"cpu_model": "test cpu", "cpu_count": 2},
         ),
     )  # fmt: skip
-    save_baseline(study, baseline or point(1000, 0.02), 'name: "mlp"\n')
+    study.save_baseline(baseline or point(1000, 0.02), 'name: "mlp"\n')
     for i, throughput in enumerate(throughputs):
         trial = study.ask()
         batch = 4 * 2**i
-        save_point(trial, {"max_batch_size": batch})
-        save_config(
+        study.save_point(trial, {"max_batch_size": batch})
+        study.save_config(
             trial,
             {"max_batch_size": batch, "dynamic_batching": True},
             source_config_text(source, batch),
         )
-        tell_measured(study, trial, point(throughput, 0.03), switch_s=0.5)
+        study.tell_measured(trial, point(throughput, 0.03), switch_s=0.5)
     if confirmed is not None:
         best = max(range(len(throughputs)), key=lambda i: throughputs[i])
-        save_confirmed(study, best, confirmed)
+        study.save_confirmed(best, confirmed)
     if playoff is not None:
-        save_playoff(study, playoff)
+        study.save_playoff(playoff)
     return study
+
+
+def read_study(study: TuningStudy | optuna.Study) -> StudyRecord:
+    """A single-class study, typed (an Optuna study made as an older version made it, too)."""
+    return (study if isinstance(study, TuningStudy) else TuningStudy.of(study)).read()
 
 
 def source_config_text(source, batch: int) -> str:

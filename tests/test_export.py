@@ -8,12 +8,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import SmallStudies
+from tests.studies import read_study
 from tritontune.cli import app
 from tritontune.config.model_config import read_config
 from tritontune.errors import InputError
-from tritontune.export import Endpoint, export_studies, parse_endpoint
+from tritontune.export.single_class import Endpoint, parse_endpoint
+from tritontune.export.studies import export_studies
 from tritontune.record import RECORD_FILE, read_record
-from tritontune.search.study import read_study
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

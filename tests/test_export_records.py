@@ -4,13 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.studies import SLO, make_study, point
+from tests.studies import SLO, make_study, point, read_study
 from tritontune.errors import InputError
-from tritontune.export import Endpoint, export_records
+from tritontune.export.single_class import Endpoint, export_records
 from tritontune.measure.loadgen import LoadMode
 from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.playoff import Interval, PlayoffEntry, PlayoffResult, RoundFigure
-from tritontune.search.study import read_study
 
 
 def test_export_writes_the_confirmed_point_and_the_context(example_repository, tmp_path: Path):

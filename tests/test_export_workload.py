@@ -19,7 +19,8 @@ from tritontune.check.gate import find_models
 from tritontune.config.model_config import read_config
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
-from tritontune.export import Endpoint, export_studies
+from tritontune.export.single_class import Endpoint
+from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout, parse_traffic, read_traffic
 from tritontune.record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 from tritontune.search.space import Choice, SearchSpace

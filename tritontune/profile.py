@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from tritontune import __version__
 from tritontune.config.model_config import config_to_text
@@ -20,8 +21,13 @@ from tritontune.measure.measurement import Measurement
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Traffic
 from tritontune.precision.prepare import AccuracySettings
-from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
-from tritontune.session import Session
+from tritontune.search.traffic_capacity import (
+    DEFAULT_START_RATE,
+    TrafficCapacity,
+    find_traffic_capacity,
+)
+from tritontune.serving.bench import Bench
+from tritontune.serving.faults import with_restarts
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class ProfileResult:
 
 
 def run_profile(
-    session: Session,
+    session: Bench,
     variant: Variant,
     loads: list[LoadSpec],
     *,
@@ -88,24 +94,28 @@ def run_profile(
             raise InputError(f"precision {variant.precision}: rejected, not measured: {check.reason}")
         accuracy = check.to_dict()["accuracy"]
         recipe = check.recipe.label() if check.recipe else None
-    config = session.load_variant(variant)
-    switch_s = session.last_switch_s
+    receipt = session.load(variant)
+    config, switch_s = receipt.config, receipt.switch_s
     measurements = []
     restarts = 0
     for load in loads:
         if on_level_start:
             on_level_start(load)
-        measurement, restarted = session.measure_with_restart(load, retries=restart_retries)
+        measurement, restarted = with_restarts(
+            session,
+            partial(session.measure, load),
+            reload=True,
+            deaths_to_fail=restart_retries + 1,
+        )
         restarts += restarted
         measurements.append(measurement)
         if on_level_done:
             on_level_done(measurement)
-    assert session.served is not None
     return ProfileResult(
-        model=session.name,
+        model=session.source.name,
         launch=session.info.launch,
         server_version=session.info.version,
-        served_via_python=session.served.via_python,
+        served_via_python=session.via_python,
         variant=variant,
         knobs=describe_config(config),
         config_text=config_to_text(config),
@@ -146,12 +156,8 @@ class TrafficProfileResult:
         }
 
 
-#: Where the capacity ramp starts when the workload file names shares, not rates (req/s in all).
-DEFAULT_START_RATE = 20.0
-
-
 def run_traffic_profile(
-    session: Session,
+    session: Bench,
     variant: Variant,
     traffic: Traffic,
     rates: list[float] | None = None,
@@ -161,7 +167,7 @@ def run_traffic_profile(
 ) -> TrafficProfileResult:
     """Load ``variant`` and measure every class of ``traffic`` at each total rate of ``rates``;
     without rates, find the highest total rate at which every class meets its objective."""
-    config = session.load_variant(variant)
+    config = session.load(variant).config
 
     def measure(rate: float) -> TrafficMeasurement:
         measurement = session.measure_traffic(traffic, rate)
@@ -177,7 +183,7 @@ def run_traffic_profile(
         capacity = find_traffic_capacity(measure, traffic, start=start)
         levels = list(capacity.levels)
     return TrafficProfileResult(
-        model=session.name,
+        model=session.source.name,
         server_version=session.info.version,
         traffic=traffic,
         variant=variant,

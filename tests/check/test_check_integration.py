@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from tests.conftest import SmallStudies, tritonserver_processes
 from tritontune.cli import app
 from tritontune.config.model_config import read_config, write_config
-from tritontune.export import Endpoint, export_studies
+from tritontune.export.single_class import Endpoint
+from tritontune.export.studies import export_studies
 from tritontune.record import RECORD_FILE
 
 pytestmark = pytest.mark.integration

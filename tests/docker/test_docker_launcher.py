@@ -23,7 +23,7 @@ from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.server.docker import LABEL, PID_LABEL, DockerSettings, DockerTritonLauncher
 from tritontune.server.factory import LaunchKind, LaunchSettings
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
@@ -78,9 +78,9 @@ def test_a_session_measures_through_the_container(engine, image, example_reposit
         assert container.labels[PID_LABEL] == str(os.getpid())
         mounts = {m["Destination"]: m["RW"] for m in container.attrs["Mounts"]}
         assert mounts and not any(mounts.values()), "every mount is read-only"
-        session.load_variant(Variant(max_queue_delay_us=1000))
+        session.load(Variant(max_queue_delay_us=1000))
         first = session.measure(LoadSpec.concurrency(4))
-        session.load_variant(Variant(max_queue_delay_us=1000, instance_count=2))  # a reload
+        session.load(Variant(max_queue_delay_us=1000, instance_count=2))  # a reload
         second = session.measure(LoadSpec.concurrency(4))
         assert ours(engine)[0].id == container.id, "switching configs kept the container"
         assert first.error_count == second.error_count == 0 and second.throughput > 0

@@ -13,7 +13,7 @@ from tritontune.measure.interference import OTHER_CORES_LIMIT
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.stats import spread
-from tritontune.session import TuningSession, open_session
+from tritontune.serving.session import TuningSession, open_session
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ def session(example_repository: Path):
 
 
 def test_dynamic_batching_batches_under_concurrency(session: TuningSession):
-    session.load_variant(Variant(max_queue_delay_us=2000, instance_count=1))
+    session.load(Variant(max_queue_delay_us=2000, instance_count=1))
     m = session.measure(LoadSpec.concurrency(8))
     assert m.error_count == 0
     assert m.server is not None
@@ -41,14 +41,14 @@ def test_dynamic_batching_batches_under_concurrency(session: TuningSession):
 
 
 def test_without_batching_every_execution_is_one_request(session: TuningSession):
-    session.load_variant(Variant(dynamic_batching=False))
+    session.load(Variant(dynamic_batching=False))
     m = session.measure(LoadSpec.concurrency(4))
     assert m.error_count == 0
     assert m.server is not None and m.server.avg_batch_size == pytest.approx(1.0)
 
 
 def test_open_loop_holds_the_rate(session: TuningSession):
-    session.load_variant(Variant(dynamic_batching=False))
+    session.load(Variant(dynamic_batching=False))
     m = session.measure(LoadSpec.rate(200))
     assert m.error_count == 0
     assert m.request_rate == pytest.approx(200, rel=0.2)
@@ -57,18 +57,18 @@ def test_open_loop_holds_the_rate(session: TuningSession):
 
 
 def test_client_batch_size_counts_inferences(example_repository: Path):
-    from tritontune.measure.workload import Workload
+    from tritontune.measure.request_shape import RequestShape
 
     source = load_model_source(example_repository, "mlp")
-    with TuningSession(source, settings=FAST, workload=Workload(batch_size=8)) as s:
-        s.load_variant(Variant(dynamic_batching=False))
+    with TuningSession(source, settings=FAST, request_shape=RequestShape(batch_size=8)) as s:
+        s.load(Variant(dynamic_batching=False))
         m = s.measure(LoadSpec.concurrency(2))
         assert m.throughput == pytest.approx(8 * m.request_rate)
         assert m.server is not None and m.server.avg_batch_size == pytest.approx(8.0)
 
 
 def test_measurement_is_bounded_in_time(session: TuningSession):
-    session.load_variant(Variant(dynamic_batching=False))
+    session.load(Variant(dynamic_batching=False))
     m = session.measure(LoadSpec.concurrency(1), FAST)
     assert m.duration_s <= FAST.time_cap() + 2
     if m.stable:  # the last windows agree as the stability rule says, and are what was merged
@@ -83,7 +83,7 @@ def test_measurement_is_bounded_in_time(session: TuningSession):
 def test_windows_disturbed_by_another_process_are_flagged_and_remeasured(session: TuningSession):
     """A CPU-burning process (not tritontune's, not the server's) during the measurement: its
     windows are flagged, don't count as stable, and more windows are taken in their place."""
-    session.load_variant(Variant(max_queue_delay_us=1000))
+    session.load(Variant(max_queue_delay_us=1000))
     shell = burner(3.0)
     burner_pid = int(shell.stdout.readline())
     shell.wait()
@@ -109,7 +109,7 @@ def test_a_cpu_only_servers_metrics_have_no_gpus(example_repository: Path):
         assert "nv_" in text  # a real metrics text, read through the same parser
         assert parse_gpu_metrics(text) == ()
         assert session.info.capabilities.gpu_count == 0
-        session.load_variant(Variant())
+        session.load(Variant())
         measurement = session.measure(
             LoadSpec.concurrency(1), MeasureSettings(warmup_s=0.2, window_s=0.2, max_windows=3)
         )

@@ -26,14 +26,14 @@ from tritontune.measure.mixed import (
     _Edge,
     judge,
 )
+from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import Traffic, TrafficClass
-from tritontune.measure.workload import Workload
 
-INTERACTIVE = TrafficClass("interactive", 0.3, Workload(batch_size=1, priority=1), slo_p99_s=0.020)
-BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8, priority=2), may_shed=False)
-SHED_BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8, priority=2), may_shed=True)
-BOUNDED_BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8), completion_p99_s=5.0)
+INTERACTIVE = TrafficClass("interactive", 0.3, RequestShape(batch_size=1, priority=1), slo_p99_s=0.020)
+BATCH = TrafficClass("batch", 0.7, RequestShape(batch_size=8, priority=2), may_shed=False)
+SHED_BATCH = TrafficClass("batch", 0.7, RequestShape(batch_size=8, priority=2), may_shed=True)
+BOUNDED_BATCH = TrafficClass("batch", 0.7, RequestShape(batch_size=8), completion_p99_s=5.0)
 
 
 def stream(name: str = "batch") -> Stream:

@@ -16,7 +16,7 @@ from tritontune.config.variant import QueuePolicy, Variant
 from tritontune.measure.loadgen import QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.traffic import parse_traffic
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 
@@ -51,9 +51,9 @@ def session(example_repository: Path):
 
 def test_a_high_priority_class_keeps_its_p99_while_a_low_priority_class_saturates(session):
     base = Variant(max_queue_delay_us=1000, instance_count=1)
-    session.load_variant(TRAFFIC.scheduled(base, priorities=False))
+    session.load(TRAFFIC.scheduled(base, priorities=False))
     fifo = session.measure_traffic(TRAFFIC, TOTAL_RATE)
-    session.load_variant(TRAFFIC.scheduled(base, priorities=True))
+    session.load(TRAFFIC.scheduled(base, priorities=True))
     prioritized = session.measure_traffic(TRAFFIC, TOTAL_RATE)
 
     for measurement in (fifo, prioritized):  # the batch class really saturated the model
@@ -90,9 +90,9 @@ def test_admission_control_rejects_past_the_bound_instead_of_queueing(session):
         },
         where="test workload",
     )
-    session.load_variant(no_timeout.scheduled(base, priorities=True))
+    session.load(no_timeout.scheduled(base, priorities=True))
     unbounded = session.measure_traffic(no_timeout, TOTAL_RATE).figures("batch")
-    session.load_variant(bounded)
+    session.load(bounded)
     admitted = session.measure_traffic(no_timeout, TOTAL_RATE).figures("batch")
 
     assert unbounded.errors.get(QUEUE_FULL_ERROR, 0) == 0
@@ -134,7 +134,7 @@ def test_two_endpoints_each_serve_their_class_and_the_shared_model_comes_back(se
     assert batch.requests > 0 and batch.avg_batch_size >= 8
     assert measured.meets(traffic), measured.verdicts(traffic)
 
-    session.load_variant(Variant(max_queue_delay_us=1000))
+    session.load(Variant(max_queue_delay_us=1000))
     assert session.client.is_model_ready("mlp")
     assert not session.client.is_model_ready("mlp_batch")
     shared = session.measure_traffic(traffic, 100)

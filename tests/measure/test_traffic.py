@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tritontune.errors import InputError
-from tritontune.measure.traffic import Objective, Traffic, TrafficClass, parse_traffic, read_traffic
-from tritontune.measure.workload import Workload
+from tritontune.measure.request_shape import RequestShape
+from tritontune.measure.traffic import ClassObjective, Traffic, TrafficClass, parse_traffic, read_traffic
 
 SHARES = """
 classes:
@@ -105,17 +105,17 @@ def test_rate_text_may_carry_spaces_and_decimals():
 def test_slo_makes_a_class_interactive_and_otherwise_best_effort(tmp_path):
     traffic = read_traffic(write(tmp_path, SHARES))
     interactive, batch = traffic.get("interactive"), traffic.get("batch")
-    assert interactive.objective == Objective.LATENCY
+    assert interactive.objective == ClassObjective.LATENCY
     assert interactive.slo_p99_s == pytest.approx(0.020)
     assert interactive.latency_bound_s == pytest.approx(0.020)
-    assert batch.objective == Objective.THROUGHPUT
+    assert batch.objective == ClassObjective.THROUGHPUT
     assert batch.slo_p99_s is None
     assert batch.latency_bound_s == pytest.approx(5.0)
 
 
 def test_best_effort_without_completion_bound_has_no_latency_bound(tmp_path):
     traffic = read_traffic(write(tmp_path, RATES))
-    assert traffic.get("batch").objective == Objective.THROUGHPUT
+    assert traffic.get("batch").objective == ClassObjective.THROUGHPUT
     assert traffic.get("batch").latency_bound_s is None
     assert traffic.get("batch").may_shed is False
 
@@ -123,7 +123,7 @@ def test_best_effort_without_completion_bound_has_no_latency_bound(tmp_path):
 def test_priority_timeout_and_batch_size_make_the_class_request(tmp_path):
     traffic = read_traffic(write(tmp_path, SHARES), dynamic_dim=32, seed=5)
     interactive, batch = traffic.get("interactive"), traffic.get("batch")
-    assert isinstance(batch.request, Workload)
+    assert isinstance(batch.request, RequestShape)
     assert batch.request.batch_size == 8
     assert batch.request.priority == 2
     assert batch.request.timeout_us == 2_000_000
@@ -223,13 +223,13 @@ def test_describe_names_each_class_its_objective_and_share(tmp_path):
 
 
 def test_describe_a_plain_best_effort_class():
-    traffic_class = TrafficClass("bulk", 1.0, Workload(batch_size=4))
+    traffic_class = TrafficClass("bulk", 1.0, RequestShape(batch_size=4))
     assert traffic_class.describe() == "bulk, batch 4, best effort"
 
 
 def test_traffic_built_directly_fractions():
     traffic = Traffic(
-        (TrafficClass("a", 1.0, Workload()), TrafficClass("b", 3.0, Workload())), by_rate=True
+        (TrafficClass("a", 1.0, RequestShape()), TrafficClass("b", 3.0, RequestShape())), by_rate=True
     )
     assert traffic.fractions() == pytest.approx({"a": 0.25, "b": 0.75})
     assert traffic.nominal_rate == pytest.approx(4.0)

@@ -10,15 +10,16 @@ from tritontune.cli import app
 from tritontune.config.model_config import read_config
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
-from tritontune.export import Endpoint, export_studies
+from tritontune.export.single_class import Endpoint
+from tritontune.export.studies import export_studies
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
-from tritontune.measure.workload import Workload
+from tritontune.measure.request_shape import RequestShape
 from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
@@ -30,7 +31,7 @@ def test_a_variant_is_what_the_server_runs(example_repository: Path, tmp_path: P
     with TuningSession(source, settings=FAST) as session:
         checks = session.prepare_precisions(["fp32", "int8_dynamic"])
         assert checks["int8_dynamic"].accepted
-        session.load_variant(Variant(precision="int8_dynamic", max_queue_delay_us=1000))
+        session.load(Variant(precision="int8_dynamic", max_queue_delay_us=1000))
         served = session.client.model_config("mlp")
         assert served.parameters["onnx_model_file"].string_value == "model.int8_dynamic.onnx"
         m = session.measure(LoadSpec.concurrency(4))
@@ -120,8 +121,8 @@ def test_the_real_model_through_triton_int8_wins_and_is_exported(real_model, tmp
     storage = f"sqlite:///{tmp_path / 'minilm.db'}"
     source = load_model_source(real_model.repository, real_model.name)
     settings = MeasureSettings(warmup_s=0.3, window_s=0.5, min_window_requests=20, max_windows=4)
-    workload = Workload(input_data=real_model.inputs)
-    with TuningSession(source, settings=settings, workload=workload) as session:
+    shape = RequestShape(input_data=real_model.inputs)
+    with TuningSession(source, settings=settings, request_shape=shape) as session:
         result = run_search(
             session, space,
             SearchSettings(slo_p99_s=0.5, trials=2, seed=0, storage=storage, study_name="minilm",

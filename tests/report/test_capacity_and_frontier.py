@@ -6,7 +6,7 @@ import pytest
 
 from tritontune.report.capacity import plan_capacity
 from tritontune.report.data import MeasuredPoint, pareto_front
-from tritontune.search.operating_point import OperatingPoint
+from tritontune.study.figures import OperatingPoint
 
 
 def point(throughput: float, p99_ms: float, trial: int = 0) -> MeasuredPoint:

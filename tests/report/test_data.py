@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.studies import make_study, point
+from tests.studies import make_study, point, read_study
 from tritontune.report.data import collect
-from tritontune.search.operating_point import OperatingPoint
-from tritontune.search.study import read_study
+from tritontune.study.figures import OperatingPoint
 
 
 def test_report_states_the_confirmed_point_and_its_gain(example_repository: Path):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.search.test_operating_point import measurement
-from tests.studies import SLO, make_study
+from tests.studies import SLO, make_study, read_study
 from tests.test_record import make_record
 from tritontune.check.gate import CheckReport, ModelCheck
 from tritontune.config.variant import Variant
@@ -21,8 +21,7 @@ from tritontune.report.inference_csv import (
     search_rows,
     write_inference_csv,
 )
-from tritontune.search.playoff import PlayoffEntry, PlayoffResult, RoundFigure
-from tritontune.search.study import read_study
+from tritontune.study.figures import PlayoffEntry, PlayoffResult, RoundFigure
 
 #: Model Analyzer's own headers (its ResultTableManager.headers and the records' header()).
 MODEL_ANALYZER = (

@@ -13,10 +13,11 @@ from plotly.offline import get_plotlyjs
 from typer.testing import CliRunner
 
 from tests.conftest import SmallStudies
+from tests.studies import read_study
 from tritontune.cli import app
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
-from tritontune.search.study import read_study
+from tritontune.study.handle import TuningStudy
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -29,7 +30,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def report(small_studies: SmallStudies, tmp_path_factory: pytest.TempPathFactory) -> Path:
     study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
     path = tmp_path_factory.mktemp("report") / "report.html"
-    write_report(study, path, peak=20_000)
+    write_report(TuningStudy.of(study), path, peak=20_000)
     return path
 
 

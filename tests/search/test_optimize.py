@@ -18,14 +18,18 @@ import optuna
 import pytest
 
 from tests.fakes import FakeSession
+from tests.studies import read_study
 from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import InputError
 from tritontune.hostinfo import this_worker
-from tritontune.search.optimize import Budget, SearchSettings, run_search
+from tritontune.search.loop import Budget
+from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.search.study import claim, read_study, save_point, save_worker, study_names
+from tritontune.study.coordination import claim
+from tritontune.study.handle import TuningStudy
+from tritontune.study.storage import study_names
 
 SPACE = SearchSpace(
     {
@@ -208,8 +212,8 @@ def test_a_trial_left_running_by_a_dead_worker_is_measured_again(source, tmp_pat
     study.enqueue_trial(other)
     orphan = study.ask()  # as a SIGKILLed worker leaves it: RUNNING, its worker gone
     point = SPACE.suggest(orphan)
-    save_point(orphan, point)
-    save_worker(orphan, replace(this_worker(), pid=dead.pid))
+    TuningStudy.of(study).save_point(orphan, point)
+    TuningStudy.of(study).save_worker(orphan, replace(this_worker(), pid=dead.pid))
 
     record = run_search(FakeSession(source), SPACE, settings(storage=storage, trials=2)).study
     assert [t.number for t in record.lost] == [orphan.number] and not record.running
@@ -230,11 +234,11 @@ def test_a_worker_on_other_hardware_is_refused_unless_it_has_its_own_group(sourc
 
 def test_a_claim_goes_to_one_worker_and_a_dead_holder_loses_it():
     storage = optuna.storages.InMemoryStorage()
-    study = optuna.create_study(storage=storage, study_name="s")
+    optuna.create_study(storage=storage, study_name="s")
     me = this_worker()
-    assert claim(study, "baseline", me) and not claim(study, "baseline", me)
+    assert claim(storage, "s", "baseline", me) and not claim(storage, "s", "baseline", me)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    assert claim(study, "confirm-3", replace(me, pid=dead.pid))
-    assert claim(study, "confirm-3", me)  # its holder is gone: taken over
+    assert claim(storage, "s", "confirm-3", replace(me, pid=dead.pid))
+    assert claim(storage, "s", "confirm-3", me)  # its holder is gone: taken over
     assert study_names(storage) == ["s"]  # claims are not listed as studies

@@ -14,17 +14,8 @@ from tritontune.errors import ServerDiedError
 from tritontune.measure.interference import Interference
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
-from tritontune.search.playoff import (
-    HOLD_MARGIN,
-    Contender,
-    Interval,
-    PlayoffEntry,
-    PlayoffResult,
-    RoundFigure,
-    held,
-    pick_winner,
-    run_playoff,
-)
+from tritontune.search.playoff import HOLD_MARGIN, Contender, held, pick_winner, run_playoff
+from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure
 
 SLO = 0.05
 #: A figure per contender and load: (throughput, p99) for each successive measurement.
@@ -32,7 +23,7 @@ Script = Callable[[int | None, float, int], tuple[float, float]]
 
 
 class ScriptedSession:
-    """Just load_variant / measure / restart: each measurement comes from ``script`` (which
+    """Just load / measure / fault / restart: each measurement comes from ``script`` (which
     contender, at which load, its n-th measurement)."""
 
     def __init__(self, script: Script, dies: dict[int | None, int] | None = None) -> None:
@@ -41,9 +32,12 @@ class ScriptedSession:
         self.dies = dict(dies or {})
         self.restarts = 0
 
-    def load_variant(self, variant: Variant):
+    def load(self, variant: Variant):
         self.loaded = variant.max_batch_size  # the trial number stands in the batch size
         return None
+
+    def fault(self, err):
+        return err if isinstance(err, ServerDiedError) else None
 
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
         who = self.loaded
@@ -56,7 +50,7 @@ class ScriptedSession:
         throughput, p99 = self.script(who, load.value, n)
         return measurement(load, throughput, p99)
 
-    def restart(self, *, reload: bool = True) -> None:
+    def restart(self, *, reload: bool = False) -> None:
         self.restarts += 1
 
 

@@ -15,7 +15,7 @@ from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.playoff import HOLD_MARGIN, PlayoffSettings
 from tritontune.search.space import Choice, IntRange, SearchSpace
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ def test_search_finds_a_config_at_least_as_good_as_the_baseline(session, tmp_pat
     assert winner.playoff.gain is not None  # within the same rounds
 
     # Re-measured independently at the load that held, the winner meets the SLO.
-    session.load_variant(SMALL_SPACE.to_variant(winner.result.params))
+    session.load(SMALL_SPACE.to_variant(winner.result.params))
     again = session.measure(LoadSpec.concurrency(int(winner.point.load)), FAST)
     for _ in range(2):  # as the tool does: a figure taken on a disturbed machine is taken again
         if again.interference is None or not again.interference.result_disturbed:
@@ -139,7 +139,7 @@ def test_config_that_fails_to_load_does_not_stop_the_search(session, tmp_path: P
     assert "failed to load" in (result.failed[0].error or "")
     assert "TypeError" in (result.failed[0].error or "")  # Triton's own reason is kept
     assert result.best is not None and result.best.params["intra_op_thread_count"] == 1
-    session.launcher.check_alive()
+    session.server.launcher.check_alive()
 
 
 def test_poisson_search_finds_an_arrival_rate(session, tmp_path: Path):
@@ -170,13 +170,13 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
 
     def kill_during_second_trial(n, total, point):
         if n == 2 and not killed:
-            pid = session.launcher.pid
+            pid = session.server.launcher.pid
             killed.append(pid)
             threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
 
     progress = SearchProgress(on_trial_start=kill_during_second_trial)
     result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2), progress)
-    assert killed and session.launcher.pid != killed[0]
+    assert killed and session.server.launcher.pid != killed[0]
     assert orphaned_stubs() == []  # the killed server's backend stubs were stopped on restart
     assert result.restarts == 1 and not result.failed
     record = result.study

@@ -206,7 +206,8 @@ def test_the_dashboard_shows_each_knobs_real_value():
     ordered dimension before Optuna stores it, so the param is the value the config used; each
     knob is also kept as ``value:KNOB`` (with its unit)."""
     from tritontune.search.sampler import snapping
-    from tritontune.search.study import save_point
+    from tritontune.search.space import DIMENSIONS
+    from tritontune.study.handle import TuningStudy
 
     space = SearchSpace(
         {
@@ -223,7 +224,7 @@ def test_the_dashboard_shows_each_knobs_real_value():
     for _ in range(12):  # past the random start: TPE's own proposals are snapped too
         trial = study.ask()
         point = space.suggest(trial)
-        save_point(trial, point)
+        TuningStudy.of(study).save_point(trial, point, DIMENSIONS)
         study.tell(trial, float(point["max_batch_size"]))
     for frozen in study.trials:
         attrs = frozen.user_attrs

@@ -8,12 +8,12 @@ from typer.testing import CliRunner
 
 from tests.fakes import FakeSession
 from tests.search.test_optimize import SPACE
+from tests.studies import read_study
 from tritontune.cli import app
 from tritontune.config.repository import load_model_source
 from tritontune.hostinfo import this_worker
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.status import study_status
-from tritontune.search.study import read_study
 
 
 def test_status_lists_the_worker_the_trials_and_the_eta(example_repository: Path, tmp_path: Path):

@@ -5,25 +5,17 @@ from pathlib import Path
 import optuna
 import pytest
 
-import tritontune.search.study as study_module
-from tests.studies import make_study, point
+import tritontune.study.coordination as coordination
+from tests.studies import make_study, point, read_study
 from tritontune.errors import InputError
 from tritontune.hostinfo import this_worker
 from tritontune.measure.loadgen import LoadMode
-from tritontune.search.operating_point import OperatingPoint
-from tritontune.search.study import (
-    StudyIdentity,
-    default_study_name,
-    heartbeat,
-    open_storage,
-    open_study,
-    read_study,
-    recover_lost_trials,
-    save_point,
-    save_worker,
-    tell_failed,
-    tell_interrupted,
-)
+from tritontune.search.optimize import default_study_name
+from tritontune.search.space import DIMENSIONS
+from tritontune.study.figures import OperatingPoint
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import StudyIdentity
+from tritontune.study.storage import open_storage
 
 IDENTITY = StudyIdentity(model="mlp", slo_p99_s=0.05, load_mode=LoadMode.CONCURRENCY)
 
@@ -42,34 +34,38 @@ def test_storage_that_cannot_be_opened(tmp_path: Path):
 def test_resume_checks_identity(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     sampler = optuna.samplers.RandomSampler(seed=0)
-    study, resumed = open_study(url, "s", identity=IDENTITY, sampler=sampler)
-    assert not resumed and study.user_attrs["model"] == "mlp"
-    again, resumed = open_study(url, "s", identity=IDENTITY, sampler=sampler)
-    assert resumed
+    study = TuningStudy.create_or_resume(url, "s", identity=IDENTITY, sampler=sampler)
+    assert not study.resumed and study.read().identity.model == "mlp"
+    again = TuningStudy.create_or_resume(url, "s", identity=IDENTITY, sampler=sampler)
+    assert again.resumed
     with pytest.raises(
         InputError, match=r"created for model 'mlp', p99 SLO 50ms.*not model 'mlp', p99 SLO 20ms"
     ):
-        open_study(url, "s", identity=replace(IDENTITY, slo_p99_s=0.02), sampler=sampler)
+        TuningStudy.create_or_resume(
+            url, "s", identity=replace(IDENTITY, slo_p99_s=0.02), sampler=sampler
+        )
     with pytest.raises(InputError, match="not model 'resnet'"):
-        open_study(url, "s", identity=replace(IDENTITY, model="resnet"), sampler=sampler)
+        TuningStudy.create_or_resume(
+            url, "s", identity=replace(IDENTITY, model="resnet"), sampler=sampler
+        )
 
 
 def test_interrupted_and_lost_trials_do_not_count(tmp_path: Path):
-    study, _ = open_study(
+    study = TuningStudy.create_or_resume(
         optuna.storages.InMemoryStorage(),
         "s",
         identity=IDENTITY,
         sampler=optuna.samplers.RandomSampler(),
     )
     done = study.ask()
-    study.tell(done, 1.0)
+    study.optuna_study.tell(done, 1.0)
     cut = study.ask()
-    tell_interrupted(study, cut)
+    study.tell_interrupted(cut)
     broken = study.ask()
-    tell_failed(study, broken, "Triton refused it")
+    study.tell_failed(broken, "Triton refused it")
     lost = study.ask()
-    study.tell(lost, state=optuna.trial.TrialState.FAIL)  # as a stale heartbeat leaves it
-    record = read_study(study)
+    study.optuna_study.tell(lost, state=optuna.trial.TrialState.FAIL)  # as a stale heartbeat leaves it
+    record = study.read()
     assert [t.counted for t in record.trials] == [True, False, True, False]
     assert [t.number for t in record.lost] == [3]
 
@@ -104,7 +100,7 @@ def test_a_study_written_by_an_older_version_reads_with_defaults():
     study.tell(trial, 10.0)
     record = read_study(study)
     assert record.identity.load_mode is LoadMode.RATE
-    assert record.context.workload.batch_size == 1 and record.context.server_version == "unknown"
+    assert record.context.request_shape.batch_size == 1 and record.context.server_version == "unknown"
     assert record.trials[0].params == {"max_batch_size": 8} and record.trials[0].counted
 
 
@@ -118,19 +114,23 @@ def test_a_study_not_made_by_tritontune_is_refused():
 def test_a_trial_whose_heartbeats_stopped_is_lost_and_queued_again(tmp_path: Path, monkeypatch):
     """A worker on another machine can't be looked up: its trial is lost once its heartbeats stop
     for the grace period (here shortened), and its config is queued for the next worker."""
-    monkeypatch.setattr(study_module, "HEARTBEAT_INTERVAL_S", 1)
-    monkeypatch.setattr(study_module, "HEARTBEAT_GRACE_S", 2)
+    monkeypatch.setattr(coordination, "HEARTBEAT_INTERVAL_S", 1)
+    monkeypatch.setattr(coordination, "HEARTBEAT_GRACE_S", 2)
     url = f"sqlite:///{tmp_path / 's.db'}"
-    study, _ = open_study(url, "s", identity=IDENTITY, sampler=optuna.samplers.RandomSampler(0))
-    trial = study.ask({"max_batch_size": optuna.distributions.CategoricalDistribution([8, 16])})
-    save_worker(trial, replace(this_worker(), hostname="elsewhere"))  # not on this machine
-    with heartbeat(study, trial):
+    study = TuningStudy.create_or_resume(
+        url, "s", identity=IDENTITY, sampler=optuna.samplers.RandomSampler(0)
+    )
+    trial = study.optuna_study.ask(
+        {"max_batch_size": optuna.distributions.CategoricalDistribution([8, 16])}
+    )
+    study.save_worker(trial, replace(this_worker(), hostname="elsewhere"))  # not on this machine
+    with study.heartbeat(trial):
         time.sleep(1.5)
-    assert recover_lost_trials(study) == []  # heartbeats are recent: still running
+    assert study.recover_lost_trials() == []  # heartbeats are recent: still running
     time.sleep(2.5)
-    assert recover_lost_trials(study) == [trial.number]
-    assert [t.number for t in read_study(study).lost] == [trial.number]
-    again = study.ask()
+    assert study.recover_lost_trials() == [trial.number]
+    assert [t.number for t in study.read().lost] == [trial.number]
+    again = study.optuna_study.ask()
     assert again.suggest_categorical("max_batch_size", [8, 16]) == trial.params["max_batch_size"]
 
 
@@ -142,7 +142,7 @@ def test_dashboard_values_sit_beside_the_point_and_old_trials_read_the_same():
     old.set_user_attr("point", {"max_batch_size": 8})
     study.tell(old, 10.0)
     new = study.ask()
-    save_point(new, {"max_batch_size": 16, "max_queue_delay": 2000})
+    TuningStudy.of(study).save_point(new, {"max_batch_size": 16, "max_queue_delay": 2000}, DIMENSIONS)
     study.tell(new, 20.0)
     assert study.trials[1].user_attrs["value:max_batch_size"] == 16
     assert study.trials[1].user_attrs["value:max_queue_delay_us"] == 2000

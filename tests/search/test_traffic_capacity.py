@@ -16,9 +16,9 @@ import pytest
 
 from tritontune.measure.loadgen import QUEUE_FULL_ERROR
 from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
+from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import Traffic, TrafficClass
-from tritontune.measure.workload import Workload
 from tritontune.search.traffic_capacity import MAX_OVERLOAD, find_traffic_capacity
 
 SLO = 0.020
@@ -27,8 +27,8 @@ SPAN = 10.0
 BASE_P99 = 0.004
 CLIFF_UTILIZATION = 1 - BASE_P99 / SLO
 
-INTERACTIVE = TrafficClass("interactive", 0.3, Workload(batch_size=1, priority=1), slo_p99_s=SLO)
-BATCH = TrafficClass("batch", 0.7, Workload(batch_size=8, priority=2))
+INTERACTIVE = TrafficClass("interactive", 0.3, RequestShape(batch_size=1, priority=1), slo_p99_s=SLO)
+BATCH = TrafficClass("batch", 0.7, RequestShape(batch_size=8, priority=2))
 TRAFFIC = Traffic((INTERACTIVE, BATCH))
 
 
@@ -126,7 +126,7 @@ def test_bisections_are_bounded():
 
 
 def test_best_effort_backlog_bounds_capacity_when_the_slo_is_loose():
-    loose = Traffic((TrafficClass("interactive", 0.3, Workload(), slo_p99_s=10.0), BATCH))
+    loose = Traffic((TrafficClass("interactive", 0.3, RequestShape(), slo_p99_s=10.0), BATCH))
     found = find_traffic_capacity(modelled_server(1000.0, loose), loose, start=70.0)
     threshold = 1000.0 / 0.9  # the batch class answers under 90 % of its arrivals past it
     assert found.total_rate <= threshold <= found.total_rate * 1.1
@@ -253,8 +253,8 @@ def test_no_cliff_for_a_class_without_a_bound_or_never_past_it():
 
 SHED_TRAFFIC = Traffic(
     (
-        TrafficClass("interactive", 0.1, Workload(batch_size=1, priority=1), slo_p99_s=SLO),
-        TrafficClass("batch", 0.9, Workload(batch_size=8, priority=2), may_shed=True),
+        TrafficClass("interactive", 0.1, RequestShape(batch_size=1, priority=1), slo_p99_s=SLO),
+        TrafficClass("batch", 0.9, RequestShape(batch_size=8, priority=2), may_shed=True),
     )
 )
 

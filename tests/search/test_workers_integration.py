@@ -19,7 +19,7 @@ import optuna
 import pytest
 
 from tests.conftest import orphaned_stubs
-from tritontune.search.study import read_study
+from tests.studies import read_study
 
 pytestmark = pytest.mark.integration
 

@@ -80,7 +80,7 @@ def test_the_search_finds_priorities_and_admission_control_and_beats_the_baselin
     best = result.trials[0]
     assert best.params["max_batch_size"] == 64
     assert best.params["priorities"] is True and best.params["admission"] != "none"
-    assert best.capacity is not None and best.capacity["feasible"]
+    assert best.capacity is not None and best.capacity.feasible
     # Every finalist measured once per round; the baseline is the model's own config.
     assert [len(f.rates) for f in result.finalists] == [2] * len(result.finalists)
     assert result.baseline is not None and result.baseline.trial is None
@@ -102,10 +102,10 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     assert len(session.loads) - loads == len(shared)  # only the final round measured
     study = optuna.load_study(study_name="w", storage=storage)
     assert study.user_attrs["workload_final"]["winner"] is not None
-    from tritontune.search.study import read_study
+    from tests.studies import read_study
 
     with pytest.raises(InputError, match="is a workload study"):
-        read_study(study)  # status, report and export say so rather than misread it
+        read_study(study)  # status and report say so rather than misread it
     other = parse_traffic({"classes": [{"name": "only", "share": 1, "slo_p99": "5ms"}]}, where="t")
     with pytest.raises(InputError, match="another model or workload"):
         run_workload_search(session, SPACE, other, settings(storage=storage, trials=3))
@@ -145,6 +145,6 @@ def test_the_final_rounds_measure_the_best_config_as_endpoints_too(session):
 
 
 def test_a_remote_server_measures_no_endpoints(session):
-    session.launcher.owns_server = False
+    session.owns_server = False
     result = run_workload_search(session, SPACE, TRAFFIC, settings(trials=3, rounds=1))
     assert result.best_of(Layout.ENDPOINTS) is None and result.layout_ratio is None

@@ -22,7 +22,7 @@ from tritontune.server.endpoint import ClientProtocol, ClientSettings, Endpoint,
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.server.local import LocalTritonLauncher
 from tritontune.server.remote import RemoteTriton
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 
@@ -76,8 +76,8 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
     header = ((KEY, SECRET),)
     session = _remote_session(source, served, http_url, ClientSettings(headers=header))
     try:
-        assert session.launcher.endpoint().url() == http_url
-        session.load_variant(Variant(max_batch_size=8, dynamic_batching=True))
+        assert session.server.launcher.endpoint().url() == http_url
+        session.load(Variant(max_batch_size=8, dynamic_batching=True))
         closed = session.measure(LoadSpec.concurrency(2))
         assert closed.error_count == 0 and closed.latency.count > 0
         assert closed.server is not None and closed.server.requests > 0  # HTTP statistics
@@ -91,7 +91,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
     grpc = ClientSettings(protocol=ClientProtocol.GRPC, headers=grpc_header)
     session = _remote_session(source, served, launcher.info.grpc_url, grpc)
     try:
-        session.load_variant(Variant(max_batch_size=8))
+        session.load(Variant(max_batch_size=8))
         assert session.measure(LoadSpec.concurrency(2)).error_count == 0
     finally:
         session.close()
@@ -100,7 +100,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
         session = _remote_session(source, served, url, ClientSettings(protocol=protocol))
         try:
             with pytest.raises((ModelLoadError, ServerError), match="(?i)restricted|unavailable"):
-                session.load_variant(Variant(max_batch_size=8))
+                session.load(Variant(max_batch_size=8))
         finally:
             session.close()
 
@@ -149,7 +149,7 @@ def test_grpc_tls_with_a_client_certificate(example_repository: Path, tmp_path: 
         )
         try:
             assert session.info.version == "2.51.0"
-            session.load_variant(Variant(max_batch_size=8))
+            session.load(Variant(max_batch_size=8))
             measured = session.measure(LoadSpec.concurrency(2))
             assert measured.error_count == 0 and measured.latency.count > 0
         finally:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from tritontune import __version__
@@ -42,8 +43,8 @@ from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import ClassVerdict, TrafficMeasurement
 from tritontune.measure.mixed import judge as judge_class
+from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Layout, Traffic, read_traffic
-from tritontune.measure.workload import Workload
 from tritontune.record import (
     INPUT_DATA_FILE,
     RECORD_FILE,
@@ -52,7 +53,9 @@ from tritontune.record import (
     read_record,
 )
 from tritontune.server.factory import LaunchSettings
-from tritontune.session import Session, TuningSession
+from tritontune.serving.bench import Bench
+from tritontune.serving.faults import with_restarts
+from tritontune.serving.session import TuningSession
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
 CHECK_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=6)
@@ -311,12 +314,12 @@ def _check_on_server(
 ) -> None:
     record = model.record
     input_data = model.directory / INPUT_DATA_FILE
-    workload = Workload(
+    shape = RequestShape(
         batch_size=record.load.batch_size if record else 1,
         dynamic_dim=record.load.dynamic_dim if record else 16,
         input_data=input_data if input_data.is_file() else None,
     )
-    with _checking_session(source, check, settings, workload, settings.measure) as session:
+    with _checking_session(source, check, settings, shape, settings.measure) as session:
         _check_loaded(session, check, report, record, settings, on_round)
 
 
@@ -325,7 +328,7 @@ def _checking_session(
     source: ModelSource,
     check: ModelCheck | WorkloadCheck,
     settings: CheckSettings,
-    workload: Workload | None,
+    shape: RequestShape | None,
     measure: MeasureSettings,
 ) -> Iterator[TuningSession]:
     """A server for one check; its log is kept (beside the JUnit file) when the check failed,
@@ -333,7 +336,7 @@ def _checking_session(
     session = TuningSession(
         source,
         launch=settings.launch,
-        workload=workload,
+        request_shape=shape,
         settings=measure,
         failure_log=settings.failure_log_dir / f"check-{source.name}.tritonserver.log"
         if settings.failure_log_dir is not None
@@ -345,20 +348,20 @@ def _checking_session(
                 yield session
             finally:
                 if not check.passed:
-                    session.keep_log_because(f"the check of {check.name} failed")
+                    session.server.keep_log_because(f"the check of {check.name} failed")
     finally:
-        check.server_log = session.kept_log
-        check.server_log_reason = session.kept_log_reason
+        check.server_log = session.server.kept_log
+        check.server_log_reason = session.server.kept_log_reason
 
 
-def _version_warnings(record: TuningRecord | WorkloadRecord, session: TuningSession) -> list[str]:
+def _version_warnings(record: TuningRecord | WorkloadRecord, session: Bench) -> list[str]:
     if record.triton_version == session.info.version:
         return []
     return [f"recorded on Triton {record.triton_version}, checking on {session.info.version}"]
 
 
 def _check_loaded(
-    session: TuningSession,
+    session: Bench,
     check: ModelCheck,
     report: CheckReport,
     record: TuningRecord | None,
@@ -369,7 +372,7 @@ def _check_loaded(
     if record is not None:
         check.warnings += _version_warnings(record, session)
     try:
-        check.knobs = describe_config(session.load_variant(Variant()))  # config.pbtxt as exported
+        check.knobs = describe_config(session.load(Variant()).config)  # config.pbtxt as exported
     except TritonTuneError as err:
         check.problems.append(str(err))
         return
@@ -388,7 +391,7 @@ FIRST_ROUND_WARMUP_S = 3.0
 
 
 def _measure_rounds(
-    session: Session,
+    session: Bench,
     load: LoadSpec,
     record: TuningRecord,
     check: ModelCheck,
@@ -398,9 +401,8 @@ def _measure_rounds(
     first = replace(settings.measure, warmup_s=max(FIRST_ROUND_WARMUP_S, settings.measure.warmup_s))
 
     def measure_round() -> None:
-        measurement, _ = session.measure_with_restart(
-            load, settings=first if not check.rounds else settings.measure
-        )
+        measure = partial(session.measure, load, first if not check.rounds else settings.measure)
+        measurement, _ = with_restarts(session, measure, reload=True)
         total = measurement.latency.count + measurement.error_count
         check.measurements.append(measurement)
         check.rounds.append(
@@ -486,13 +488,14 @@ def _measure_workload(
         if record.layout == Layout.ENDPOINTS:
             session.load_routes({c: sources[m] for c, m in record.routes.items()})
         else:
-            session.load_variant(Variant())  # config.pbtxt as exported
+            session.load(Variant())  # config.pbtxt as exported
     except TritonTuneError as err:
         check.problems.append(str(err))
         return
 
     def measure_round() -> None:
-        measurement = session.measure_traffic(traffic, check.rate)
+        measure = partial(session.measure_traffic, traffic, check.rate)
+        measurement, _ = with_restarts(session, measure, reload=True)
         check.rounds.append(measurement)
         check.verdicts.append(
             {c.name: judge_class(c, measurement.figures(c.name)) for c in traffic.classes}

@@ -23,37 +23,23 @@ from tritontune.check.reports import criterion_text, render_summary, write_junit
 from tritontune.cli._common import (
     ConfigOption,
     CsvOption,
-    GpusOption,
-    HeaderOption,
-    ImageOption,
-    LaunchOption,
-    ProtocolOption,
-    ServerArgOption,
-    ServerLogOption,
-    ShmSizeOption,
-    SslCaOption,
-    SslCertOption,
-    SslKeyOption,
-    SslOption,
-    TritonserverOption,
-    UrlOption,
     app,
     console,
     err_console,
-    launch_settings,
     ms,
     print_kept_log,
     progress_bar,
     user_errors,
 )
+from tritontune.cli._server_options import server_options
 from tritontune.measure.measurement import Measurement
 from tritontune.report.inference_csv import check_rows, write_inference_csv
-from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.server.endpoint import client_settings
+from tritontune.server.factory import LaunchSettings
 from tritontune.units import parse_duration, parse_fraction
 
 
 @app.command()
+@server_options
 def check(
     ctx: typer.Context,
     repository: Annotated[Path, typer.Argument(help="The tuned model repository (from export).")],
@@ -70,20 +56,8 @@ def check(
     ] = 3,
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
     csv_out: CsvOption = None,
-    launch: LaunchOption = "local",
-    image: ImageOption = DEFAULT_IMAGE,
-    gpus: GpusOption = None,
-    shm_size: ShmSizeOption = "1g",
-    url: UrlOption = None,
-    tritonserver: TritonserverOption = None,
-    server_arg: ServerArgOption = None,
-    server_log: ServerLogOption = None,
-    protocol: ProtocolOption = None,
-    ssl: SslOption = False,
-    ssl_ca: SslCaOption = None,
-    ssl_cert: SslCertOption = None,
-    ssl_key: SslKeyOption = None,
-    header: HeaderOption = None,
+    *,
+    server: LaunchSettings,
 ) -> None:
     """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
     with user_errors(ctx):
@@ -92,19 +66,7 @@ def check(
             min_rounds=rounds,
             max_rounds=rounds + 2,
             measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
-            launch=launch_settings(
-                launch,
-                url,
-                image,
-                gpus,
-                shm_size,
-                tritonserver,
-                server_arg,
-                server_log,
-                client=client_settings(
-                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
-                ),
-            ),
+            launch=server,
             failure_log_dir=(junit or Path("junit.xml")).parent,
         )
         report = _check_with_progress(repository, settings)

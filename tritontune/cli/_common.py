@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ from typer.core import TyperGroup
 
 from tritontune import __version__
 from tritontune.cli._config import config_defaults
-from tritontune.errors import ServerDiedError, TritonTuneError
+from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import (
     AccuracyFigures,
     OutputKind,
@@ -32,11 +33,8 @@ from tritontune.precision.accuracy import (
 )
 from tritontune.precision.prepare import AccuracySettings
 from tritontune.precision.recipe import parse_calibration
-from tritontune.search.playoff import Interval
-from tritontune.server.docker import DockerSettings
-from tritontune.server.endpoint import ClientSettings
-from tritontune.server.factory import LaunchKind, LaunchSettings
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
+from tritontune.study.figures import Interval
 
 
 class _ConfigGroup(TyperGroup):
@@ -160,69 +158,6 @@ BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per reques
 InputDataOption = Annotated[
     Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
 ]
-LaunchOption = Annotated[
-    str,
-    typer.Option(help="local (start tritonserver), docker (a container) or remote (--url)."),
-]
-ImageOption = Annotated[
-    str, typer.Option(help="--launch docker: the tritonserver image (never pulled).")
-]
-GpusOption = Annotated[
-    str | None, typer.Option(help="--launch docker: GPUs for the container, all or 0,1.")
-]
-ShmSizeOption = Annotated[str, typer.Option(help="--launch docker: the container's /dev/shm.")]
-UrlOption = Annotated[
-    str | None,
-    typer.Option(
-        envvar="TRITONTUNE_URL",
-        help="--launch remote: the server, [grpc://|grpcs://|http://|https://]HOST[:PORT] "
-        "(or $TRITONTUNE_URL). The scheme picks the protocol and TLS; default gRPC, port 8001 "
-        "(HTTP 8000; https/grpcs 443).",
-    ),
-]
-ProtocolOption = Annotated[
-    str | None,
-    typer.Option(
-        help="grpc or http: the protocol of control and load requests (default: the --url "
-        "scheme's, else grpc)."
-    ),
-]
-SslOption = Annotated[
-    bool, typer.Option("--ssl", help="--launch remote: TLS to the server (gRPC or HTTPS).")
-]
-SslCaOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="--launch remote: CA certificate (PEM) to verify the server with; implies --ssl "
-        "(default: the system's CAs).",
-        exists=True,
-        dir_okay=False,
-    ),
-]
-SslCertOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="--launch remote: client certificate (PEM) for mutual TLS; needs --ssl-key.",
-        exists=True,
-        dir_okay=False,
-    ),
-]
-SslKeyOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="--launch remote: the client certificate's private key (PEM).",
-        exists=True,
-        dir_okay=False,
-    ),
-]
-HeaderOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--header",
-        help="KEY=VALUE header sent with every request, control and load (repeatable), e.g. "
-        "'Authorization=Bearer TOKEN'.",
-    ),
-]
 AccuracyOption = Annotated[
     str | None,
     typer.Option(
@@ -263,25 +198,6 @@ StorageOption = Annotated[
         "command line), e.g. postgresql://user:pw@host/db.",
     ),
 ]
-TritonserverOption = Annotated[
-    Path | None, typer.Option(help="Path of the tritonserver binary to launch.")
-]
-ServerArgOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--server-arg",
-        help="A flag for the tritonserver tritontune launches, e.g. --server-arg=--log-verbose=1 "
-        "(repeatable; not with --url; flags tritontune sets itself are refused).",
-    ),
-]
-ServerLogOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--server-log",
-        help="Write the launched server's log here and keep it (appended). Without it the log "
-        "is kept only when something failed.",
-    ),
-]
 CsvOption = Annotated[
     Path | None,
     typer.Option(
@@ -290,6 +206,23 @@ CsvOption = Annotated[
         "metrics-model-inference.csv columns, where they mean the same).",
     ),
 ]
+
+
+def refuse_given(ctx: typer.Context, reasons: Mapping[str, str]) -> None:
+    """Refuse, in one line with its reason, the first parameter of ``reasons`` that was given:
+    on the command line, in the config file or in the environment (anything but its default)."""
+    for name, reason in reasons.items():
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name != "DEFAULT":
+            param = next(p for p in ctx.command.params if p.name == name)
+            flag = max(param.opts, key=len) if param.opts else name
+            raise InputError(f"{flag}: {reason}")
+
+
+def write_results(path: Path, results: Mapping[str, Any]) -> None:
+    """A command's results JSON (``search``, ``search --workload``, ``profile``), and where it is."""
+    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    console.print(f"results: {path}", highlight=False)
 
 
 def _version(value: bool) -> None:
@@ -354,29 +287,6 @@ def progress_bar(*columns: ProgressColumn) -> Progress:
     )
 
 
-def launch_settings(
-    launch: str,
-    url: str | None,
-    image: str,
-    gpus: str | None,
-    shm_size: str,
-    tritonserver: Path | None,
-    server_args: list[str] | None = None,
-    server_log: Path | None = None,
-    client: ClientSettings | None = None,
-) -> LaunchSettings:
-    """The launch options every server command shares, as one :class:`LaunchSettings`."""
-    return LaunchSettings(
-        kind=LaunchKind.parse(launch),
-        url=url,
-        tritonserver=tritonserver,
-        docker=DockerSettings(image=image, gpus=gpus, shm_size=shm_size),
-        server_args=tuple(server_args or ()),
-        server_log=server_log,
-        client=client or ClientSettings(),
-    )
-
-
 @contextmanager
 def kept_log_said(session: TuningSession) -> Iterator[TuningSession]:
     """``with session``, then say where its server log was kept, also when the block failed."""
@@ -384,7 +294,7 @@ def kept_log_said(session: TuningSession) -> Iterator[TuningSession]:
         with session:
             yield session
     finally:
-        print_kept_log(session.kept_log, session.kept_log_reason)
+        print_kept_log(session.server.kept_log, session.server.kept_log_reason)
 
 
 def print_kept_log(path: Path | None, reason: str, *, what: str = "tritonserver log") -> None:
@@ -395,13 +305,13 @@ def print_kept_log(path: Path | None, reason: str, *, what: str = "tritonserver 
 
 def print_server(session: TuningSession) -> None:
     info = session.info
-    for notice in session.launcher.notices():
+    for notice in session.server.notices():
         err_console.print(notice, highlight=False)
     err_console.print(
-        f"tritonserver {info.version} ({info.launch}, {session.launcher.endpoint().url()})",
+        f"tritonserver {info.version} ({info.launch}, {session.server.endpoint().url()})",
         highlight=False,
     )
-    if session.served and session.served.via_python:
+    if session.via_python:
         err_console.print(
             f"[yellow]note:[/] this server has no {session.source.backend!r} backend: "
             f"serving {session.source.model_file.name} through the Python backend "

@@ -18,10 +18,12 @@ from tritontune.cli._common import (
     user_errors,
 )
 from tritontune.config.variant import knobs_summary
-from tritontune.export import Endpoint, ExportResult, export_studies, parse_endpoint
+from tritontune.export.single_class import Endpoint, parse_endpoint
+from tritontune.export.staging import ExportResult
+from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout
 from tritontune.record import TuningRecord, WorkloadRecord
-from tritontune.search.study import DEFAULT_STORAGE
+from tritontune.study.storage import DEFAULT_STORAGE
 
 
 @app.command()

@@ -21,35 +21,21 @@ from tritontune.cli._common import (
     CalibrationOption,
     ConfigOption,
     CsvOption,
-    GpusOption,
-    HeaderOption,
-    ImageOption,
     InputDataOption,
-    LaunchOption,
     ModelOption,
-    ProtocolOption,
     RepositoryOption,
-    ServerArgOption,
-    ServerLogOption,
-    ShmSizeOption,
-    SslCaOption,
-    SslCertOption,
-    SslKeyOption,
-    SslOption,
-    TritonserverOption,
-    UrlOption,
     accuracy_settings,
     accuracy_text,
     app,
     console,
     err_console,
     kept_log_said,
-    launch_settings,
     ms,
     print_server,
     progress_bar,
     user_errors,
 )
+from tritontune.cli._server_options import server_options
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
@@ -57,8 +43,8 @@ from tritontune.measure.interference import Interference
 from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
+from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Traffic, read_traffic
-from tritontune.measure.workload import Workload
 from tritontune.precision.convert import check_precision
 from tritontune.precision.prepare import AccuracySettings
 from tritontune.profile import (
@@ -69,9 +55,9 @@ from tritontune.profile import (
 )
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.report.workload import summary_lines, write_workload_report
-from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.server.endpoint import client_settings
-from tritontune.session import TuningSession, failure_log_path, open_session
+from tritontune.server.factory import LaunchSettings
+from tritontune.serving.server import failure_log_path
+from tritontune.serving.session import TuningSession, open_session
 from tritontune.units import (
     parse_duration,
     parse_int_list,
@@ -130,6 +116,7 @@ def _levels_table(result: ProfileResult) -> Table:
 
 
 @app.command()
+@server_options
 def profile(
     ctx: typer.Context,
     model_repository: RepositoryOption,
@@ -212,22 +199,10 @@ def profile(
     warmup: Annotated[str, typer.Option(help="Warm-up per load level.")] = "1s",
     window: Annotated[str, typer.Option(help="Measurement window length.")] = "1s",
     max_windows: Annotated[int, typer.Option(help="Windows before giving up on stability.", min=3)] = 8,
-    launch: LaunchOption = "local",
-    image: ImageOption = DEFAULT_IMAGE,
-    gpus: GpusOption = None,
-    shm_size: ShmSizeOption = "1g",
-    url: UrlOption = None,
-    tritonserver: TritonserverOption = None,
-    server_arg: ServerArgOption = None,
-    server_log: ServerLogOption = None,
-    protocol: ProtocolOption = None,
-    ssl: SslOption = False,
-    ssl_ca: SslCaOption = None,
-    ssl_cert: SslCertOption = None,
-    ssl_key: SslKeyOption = None,
-    header: HeaderOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
     csv_out: CsvOption = None,
+    *,
+    server: LaunchSettings,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
     with user_errors(ctx):
@@ -268,24 +243,14 @@ def profile(
             window_s=max(parse_duration(window, what="--window"), 0.05),
             max_windows=max_windows,
         )
-        workload = Workload(batch_size=batch_size, input_data=input_data, dynamic_dim=dynamic_dim)
+        request_shape = RequestShape(
+            batch_size=batch_size, input_data=input_data, dynamic_dim=dynamic_dim
+        )
         session = open_session(
             model_repository,
             model,
-            launch=launch_settings(
-                launch,
-                url,
-                image,
-                gpus,
-                shm_size,
-                tritonserver,
-                server_arg,
-                server_log,
-                client=client_settings(
-                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
-                ),
-            ),
-            workload=workload,
+            launch=server,
+            request_shape=request_shape,
             settings=settings,
             failure_log=failure_log_path(json_out or Path("profile.json"), f"{model}-profile"),
         )

@@ -11,7 +11,8 @@ from tritontune.cli._common import ConfigOption, StorageOption, app, console, er
 from tritontune.errors import InputError
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.html import write_report
-from tritontune.search.study import DEFAULT_STORAGE, load_existing_study
+from tritontune.study.handle import TuningStudy
+from tritontune.study.storage import DEFAULT_STORAGE
 from tritontune.units import parse_fraction, parse_rate
 
 HeadroomOption = Annotated[
@@ -43,7 +44,7 @@ def report(
     """Write an HTML report: top configs, frontier, latency curves, history, capacity plan."""
     with user_errors(ctx):
         options = parse_plan_options(headroom, peak_qps)
-        data = write_report(load_existing_study(storage, study), out, **options)
+        data = write_report(TuningStudy.open_existing(storage, study), out, **options)
         for warning in data.warnings:
             err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
         if data.capacity:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -21,24 +20,10 @@ from tritontune.cli._common import (
     CalibrationOption,
     ConfigOption,
     CsvOption,
-    GpusOption,
-    HeaderOption,
-    ImageOption,
     InputDataOption,
-    LaunchOption,
     ModelOption,
-    ProtocolOption,
     RepositoryOption,
-    ServerArgOption,
-    ServerLogOption,
-    ShmSizeOption,
-    SslCaOption,
-    SslCertOption,
-    SslKeyOption,
-    SslOption,
     StorageOption,
-    TritonserverOption,
-    UrlOption,
     accuracy_settings,
     accuracy_text,
     app,
@@ -46,25 +31,26 @@ from tritontune.cli._common import (
     err_console,
     interval_text,
     kept_log_said,
-    launch_settings,
     ms,
     print_server,
     progress_bar,
+    refuse_given,
     user_errors,
+    write_results,
 )
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
+from tritontune.cli._server_options import server_options
 from tritontune.cli._workload import search_workload
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import read_traffic
-from tritontune.measure.workload import Workload
 from tritontune.precision.prepare import PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
 from tritontune.report.inference_csv import search_rows, write_inference_csv
-from tritontune.search.operating_point import OperatingPoint
 from tritontune.search.optimize import (
     PLAYOFF_MEASURE,
     SEARCH_MEASURE,
@@ -72,7 +58,6 @@ from tritontune.search.optimize import (
     SearchResult,
     SearchSettings,
     run_search,
-    space_for_session,
 )
 from tritontune.search.playoff import (
     PLAYOFF_ROUNDS,
@@ -81,12 +66,17 @@ from tritontune.search.playoff import (
     PlayoffSettings,
     RoundFigure,
 )
+from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_kinds
-from tritontune.search.study import DEFAULT_STORAGE, TrialResult, load_existing_study
+from tritontune.search.traffic_capacity import DEFAULT_START_RATE
 from tritontune.search.workload_search import WorkloadSearchSettings
-from tritontune.server.docker import DEFAULT_IMAGE
-from tritontune.server.endpoint import client_settings
-from tritontune.session import TuningSession, failure_log_path, open_session
+from tritontune.server.factory import LaunchSettings
+from tritontune.serving.server import failure_log_path
+from tritontune.serving.session import TuningSession, open_session
+from tritontune.study.figures import OperatingPoint
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import TrialResult
+from tritontune.study.storage import DEFAULT_STORAGE
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -102,6 +92,7 @@ def _space_source(value: str | SpaceSource) -> SpaceSource:
 
 
 @app.command()
+@server_options
 def search(
     ctx: typer.Context,
     model_repository: RepositoryOption,
@@ -125,7 +116,7 @@ def search(
             "the model can serve (a ramp whose first level misses finds no capacity).",
             min=0.001,
         ),
-    ] = 20.0,
+    ] = DEFAULT_START_RATE,
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
@@ -183,30 +174,48 @@ def search(
     csv_out: CsvOption = None,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
     peak_qps: PeakOption = None,
-    launch: LaunchOption = "local",
-    image: ImageOption = DEFAULT_IMAGE,
-    gpus: GpusOption = None,
-    shm_size: ShmSizeOption = "1g",
-    url: UrlOption = None,
-    tritonserver: TritonserverOption = None,
-    server_arg: ServerArgOption = None,
-    server_log: ServerLogOption = None,
-    protocol: ProtocolOption = None,
-    ssl: SslOption = False,
-    ssl_ca: SslCaOption = None,
-    ssl_cert: SslCertOption = None,
-    ssl_key: SslKeyOption = None,
-    header: HeaderOption = None,
+    *,
+    server: LaunchSettings,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO (with --workload: the
-    highest total rate at which every class of a mixed workload meets its objective)."""
+    highest total rate at which every class of a mixed workload meets its objective; each class's
+    objective and request shape then come from the workload file, and the options that would set
+    them again are refused)."""
     with user_errors(ctx):
-        plan_options = parse_plan_options(headroom, peak_qps)
+        measure = replace(
+            SEARCH_MEASURE,
+            warmup_s=parse_duration(warmup, what="--warmup"),
+            window_s=max(parse_duration(window, what="--window"), 0.05),
+            max_windows=max_windows,
+        )
+        timeout_s = parse_duration(timeout, what="--timeout") if timeout else None
         if workload_file is not None:
+            refuse_given(ctx, WORKLOAD_REFUSES)
             traffic = read_traffic(workload_file)
-            slo_p99 = slo_p99 or format_duration(
-                min((c.slo_p99_s for c in traffic.classes if c.slo_p99_s), default=1.0)
+            workload_settings = WorkloadSearchSettings(
+                trials=trials if trials is not None else (None if timeout else 12),
+                timeout_s=timeout_s,
+                seed=seed,
+                storage=storage,
+                study_name=study,
+                host_group=host_group,
+                start_rate=start_rate,
+                top=max(playoff_top, 1),
+                rounds=playoff_rounds,
+                measure=measure,
             )
+            name = workload_settings.study_name_for(model, traffic)
+            session = open_session(
+                model_repository,
+                model,
+                launch=server,
+                settings=measure,
+                failure_log=failure_log_path(results or Path(f"{name}.results.json"), name),
+            )
+            search_workload(session, space, traffic, workload_settings, results, report)
+            return
+        refuse_given(ctx, {"start_rate": "only with --workload (where each capacity ramp starts)"})
+        plan_options = parse_plan_options(headroom, peak_qps)
         if slo_p99 is None:
             raise InputError("--slo-p99: required (e.g. --slo-p99 50ms), or give --workload FILE")
         slo = parse_duration(slo_p99, what="--slo-p99")
@@ -217,7 +226,7 @@ def search(
         settings = SearchSettings(
             slo_p99_s=slo,
             trials=trials if trials is not None else (None if timeout else 20),
-            timeout_s=parse_duration(timeout, what="--timeout") if timeout else None,
+            timeout_s=timeout_s,
             load_mode=LOAD_CHOICES[load],
             seed=seed,
             storage=storage,
@@ -230,12 +239,7 @@ def search(
                 calibration_data,
                 declared_kinds=space_file_output_kinds(space) if space else None,
             ),  # fmt: skip
-            measure=replace(
-                SEARCH_MEASURE,
-                warmup_s=parse_duration(warmup, what="--warmup"),
-                window_s=max(parse_duration(window, what="--window"), 0.05),
-                max_windows=max_windows,
-            ),
+            measure=measure,
             playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
         )
         study_name = settings.study_name_for(model)
@@ -243,44 +247,14 @@ def search(
         session = open_session(
             model_repository,
             model,
-            launch=launch_settings(
-                launch,
-                url,
-                image,
-                gpus,
-                shm_size,
-                tritonserver,
-                server_arg,
-                server_log,
-                client=client_settings(
-                    protocol, ssl=ssl, ca=ssl_ca, cert=ssl_cert, key=ssl_key, headers=header
-                ),
-            ),
-            workload=Workload(batch_size=batch_size, input_data=input_data),
+            launch=server,
+            request_shape=RequestShape(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,
             failure_log=failure_log_path(out, study_name),
         )
-        if workload_file is not None:
-            search_workload(
-                session,
-                lambda: space_for_session(session, slo, space).replace("precision", None),
-                traffic,
-                WorkloadSearchSettings(
-                    trials=trials or 12,
-                    seed=seed,
-                    storage=storage,
-                    study_name=study,
-                    top=max(playoff_top, 1),
-                    rounds=playoff_rounds,
-                    start_rate=start_rate,
-                ),
-                results,
-                report,
-            )
-            return
         with kept_log_said(session):
             print_server(session)
-            tuning_space = space_for_session(session, slo, space)
+            tuning_space = space_for(session, slo, space)
             err_console.print(
                 "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items()),
                 highlight=False,
@@ -288,23 +262,21 @@ def search(
             try:
                 outcome = _search_with_progress(session, tuning_space, settings)
             except KeyboardInterrupt:
-                name = settings.study_name_for(model)
                 err_console.print(
-                    f"[yellow]interrupted:[/] study {name!r} is saved in {storage}; "
+                    f"[yellow]interrupted:[/] study {study_name!r} is saved in {storage}; "
                     "run the same command again to resume",
                     highlight=False,
                 )
                 raise
             for reason in outcome.troubles():
-                session.keep_log_because(reason)
+                session.server.keep_log_because(reason)
         _print_search_result(outcome)
-        out.write_text(json.dumps(outcome.to_dict(), indent=2) + "\n", encoding="utf-8")
-        console.print(f"results: {out}", highlight=False)
+        write_results(out, outcome.to_dict())
         if csv_out:
             write_inference_csv(search_rows(outcome.study), csv_out)
             console.print(f"csv: {csv_out}", highlight=False)
         if report:
-            finished = load_existing_study(storage, outcome.study_name)
+            finished = TuningStudy.open_existing(storage, outcome.study_name)
             data = write_report(finished, report, **plan_options)
             console.print(f"report: {report}", highlight=False)
         else:
@@ -319,6 +291,24 @@ def search(
                 Text(f"(p99 <= {format_duration(slo)}); see the results file for each trial"),
             )
             raise typer.Exit(1)
+
+
+_PER_CLASS = "not with --workload: each class of the workload file says its own"
+#: What ``search --workload`` refuses when it is given (on the command line, in a config file or
+#: the environment), and why.
+WORKLOAD_REFUSES = {
+    "slo_p99": f"{_PER_CLASS} (slo_p99)",
+    "load": f"{_PER_CLASS} arrivals (each class is an open-loop stream)",
+    "batch_size": f"{_PER_CLASS} (batch_size)",
+    "input_data": f"{_PER_CLASS} (input_data)",
+    "accuracy": "not with --workload: the workload search has no precision variants",
+    "accuracy_kind": "not with --workload: the workload search has no precision variants",
+    "calibration": "not with --workload: the workload search has no precision variants",
+    "calibration_data": "not with --workload: the workload search has no precision variants",
+    "csv_out": "not with --workload: the per-level CSV is written for single-class searches",
+    "headroom": "not with --workload: the report of a workload search plans per class (--report)",
+    "peak_qps": "not with --workload: the report of a workload search plans per class (--report)",
+}
 
 
 def _load_unit(mode: LoadMode) -> str:

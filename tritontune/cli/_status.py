@@ -9,7 +9,8 @@ from rich.table import Table
 
 from tritontune.cli._common import ConfigOption, StorageOption, app, console, user_errors
 from tritontune.search.status import study_status
-from tritontune.search.study import DEFAULT_STORAGE, load_existing_study, read_study
+from tritontune.study.handle import TuningStudy
+from tritontune.study.storage import DEFAULT_STORAGE
 from tritontune.units import format_duration
 
 
@@ -22,7 +23,7 @@ def status(
 ) -> None:
     """Workers, trials running/finished/failed, the best so far and the ETA of a search."""
     with user_errors(ctx):
-        now = study_status(read_study(load_existing_study(storage, study)))
+        now = study_status(TuningStudy.open_existing(storage, study).read())
     record = now.study
     counted = now.counted
     budget = f"/{now.budget}" if now.budget is not None else ""

@@ -2,56 +2,55 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
 
+from rich.markup import escape
+from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
-from tritontune.cli._common import console, err_console, kept_log_said, print_server
+from tritontune.cli._common import (
+    console,
+    err_console,
+    kept_log_said,
+    print_server,
+    progress_bar,
+    write_results,
+)
 from tritontune.config.variant import knobs_summary
 from tritontune.measure.traffic import Layout, Traffic
 from tritontune.report.workload import summary_lines, write_workload_report
-from tritontune.search.space import SearchSpace
-from tritontune.search.study import WorkloadTrial
+from tritontune.search.setup import space_for
+from tritontune.search.space import SearchSpace, SpaceSource
 from tritontune.search.workload_search import (
     ADMISSION_CHOICES,
-    Finalist,
     WorkloadSearchProgress,
     WorkloadSearchResult,
     WorkloadSearchSettings,
     run_workload_search,
     workload_space,
 )
-from tritontune.session import TuningSession
+from tritontune.serving.session import TuningSession
+from tritontune.study.figures import Finalist
+from tritontune.study.records import TrialResult
+from tritontune.units import format_duration
 
 
 def search_workload(
     session: TuningSession,
-    make_space: Callable[[], SearchSpace],
+    space_source: SpaceSource | None,
     traffic: Traffic,
     settings: WorkloadSearchSettings,
     results: Path | None,
     report: Path | None = None,
 ) -> WorkloadSearchResult:
     console.print(f"workload: {traffic.describe()}", highlight=False)
-
-    def trial_done(count: int, trial: WorkloadTrial) -> None:
-        shown = f"{trial.total_rate:,.0f} req/s" if trial.total_rate else f"failed: {trial.error}"
-        err_console.print(
-            f"  trial {count}/{settings.trials}: {knobs_summary(trial.knobs) if trial.knobs else ''}"
-            f" -> {shown}",
-            highlight=False,
-        )
-
-    def final_round(round_number: int, finalist: Finalist, rate: float) -> None:
-        err_console.print(
-            f"  final round {round_number}: {finalist.label} {rate:,.0f} req/s", highlight=False
-        )
-
+    name = settings.study_name_for(session.name, traffic)
     with kept_log_said(session):
         print_server(session)
-        space = make_space()  # the default space needs the running server's capabilities
+        # The default space needs the running server's capabilities; its delays are sized for
+        # the tightest class SLO. Precision variants are not searched for a workload.
+        tightest = min((c.slo_p99_s for c in traffic.classes if c.slo_p99_s), default=1.0)
+        space = space_for(session, tightest, space_source).replace("precision", None)
         searched = workload_space(space, traffic)
         err_console.print(
             "space: "
@@ -60,13 +59,15 @@ def search_workload(
             + f", admission={{{', '.join(str(a) for a in ADMISSION_CHOICES)}}}",
             highlight=False,
         )
-        result = run_workload_search(
-            session,
-            space,
-            traffic,
-            settings,
-            WorkloadSearchProgress(on_trial_done=trial_done, on_final_round=final_round),
-        )
+        try:
+            result = _search_with_progress(session, space, traffic, settings)
+        except KeyboardInterrupt:
+            err_console.print(
+                f"[yellow]interrupted:[/] study {name!r} is saved in {settings.storage_name}; "
+                "run the same command again to resume",
+                highlight=False,
+            )
+            raise
     console.print(_finalists_table(result))
     winner, baseline = result.winner, result.baseline
     if winner is not None and baseline is not None and baseline.median > 0:
@@ -84,11 +85,13 @@ def search_workload(
             f"{ratio:.2f}x (median total req/s, same rounds)",
             highlight=False,
         )
-    elif not session.launcher.owns_server:
+    elif not session.owns_server:
         console.print(
             "layouts: one endpoint per class was not measured (a remote server's repository is its own)",
             highlight=False,
         )
+    if result.stop_reason:
+        console.print(f"stopped before the trial budget: {result.stop_reason}", highlight=False)
     capacity = result.winner_capacity()
     if capacity is not None:
         for line in summary_lines(capacity):
@@ -96,10 +99,43 @@ def search_workload(
         if report:
             write_workload_report(capacity, report, title=f"{session.name}: {result.study_name}")
             console.print(f"report: {report}", highlight=False)
-    out = results or Path(f"{result.study_name}.results.json")
-    out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-    console.print(f"results: {out}", highlight=False)
+    write_results(results or Path(f"{result.study_name}.results.json"), result.to_dict())
     return result
+
+
+def _search_with_progress(
+    session: TuningSession, space: SearchSpace, traffic: Traffic, settings: WorkloadSearchSettings
+) -> WorkloadSearchResult:
+    with progress_bar(BarColumn(), TextColumn("{task.fields[status]}")) as bar:
+        task = bar.add_task("trials", total=settings.trials, status="")
+
+        def trial_start(n: int, total: int | None, point: dict) -> None:
+            bar.update(task, description=f"trial {n}/{total or '?'}")
+
+        def trial_done(trial: TrialResult, best: TrialResult | None, eta: float | None) -> None:
+            bar.advance(task)
+            best_text = f"best {best.value:,.0f} req/s (trial {best.number})" if best else "no best yet"
+            eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
+            bar.update(task, status=best_text + eta_text)
+            if trial.error:
+                shown = f"[red]failed[/]: {escape(trial.error)}"
+            else:
+                shown = f"{trial.value:,.0f} req/s"
+            knobs = escape(knobs_summary(trial.knobs)) if trial.knobs else ""
+            err_console.print(f"  trial {trial.number}: {knobs} -> {shown}", highlight=False)
+
+        def final_round(round_number: int, finalist: Finalist, rate: float | None) -> None:
+            bar.update(task, description=f"final round {round_number}: {finalist.label}")
+            shown = f"{rate:,.0f} req/s" if rate is not None else "[red]failed[/]"
+            err_console.print(f"  final round {round_number}: {finalist.label} {shown}", highlight=False)
+
+        return run_workload_search(
+            session,
+            space,
+            traffic,
+            settings,
+            WorkloadSearchProgress(trial_start, trial_done, final_round),
+        )
 
 
 def _finalists_table(result: WorkloadSearchResult) -> Table:
@@ -111,7 +147,7 @@ def _finalists_table(result: WorkloadSearchResult) -> Table:
             f.label,
             _knobs_text(f),
             f"{f.median:,.0f}",
-            ", ".join(f"{r:,.0f}" for r in f.rates),
+            ", ".join(f"{r:,.0f}" for r in f.rates) + (f" (left: {f.error})" if f.error else ""),
         )
     return table
 

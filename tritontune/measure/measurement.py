@@ -46,6 +46,9 @@ from tritontune.server.endpoint import Endpoint
 #: A load level whose share of failed requests is above this did not serve its load: the search
 #: does not count it as meeting the SLO, and ``check`` fails a model over it. Defined once here.
 MAX_ERROR_RATE = 0.01
+#: An open-loop level whose server completed less than this share of the offered rate fell behind
+#: its schedule: over capacity, however fast the replies it did send were.
+MIN_RATE_ACHIEVED = 0.90
 
 
 @dataclass(frozen=True)
@@ -363,3 +366,17 @@ def _summarize(
         send_lag_p99_s=lag,
         error_examples={kind: log.error_examples.get(kind, "") for kind in errors},
     )
+
+
+def meets_slo(m: Measurement, slo_p99_s: float) -> bool:
+    """A load level *meets the SLO* when its p99 is at or under it, no more than
+    :data:`MAX_ERROR_RATE` of its requests failed, and (open loop) the server completed at least
+    :data:`MIN_RATE_ACHIEVED` of the offered rate."""
+    total = m.latency.count + m.error_count
+    if total == 0 or m.latency.count == 0:
+        return False
+    if m.error_count / total > MAX_ERROR_RATE:
+        return False
+    if m.load.mode == LoadMode.RATE and m.request_rate < MIN_RATE_ACHIEVED * m.load.value:
+        return False
+    return m.latency.p99 <= slo_p99_s

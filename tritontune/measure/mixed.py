@@ -35,9 +35,9 @@ from tritontune.measure.loadgen import (
     RequestLog,
     Stream,
 )
-from tritontune.measure.measurement import MeasureSettings, ServerSplit, no_gc_pauses
+from tritontune.measure.measurement import MAX_ERROR_RATE, MeasureSettings, ServerSplit, no_gc_pauses
 from tritontune.measure.stats import LatencyStats, spread
-from tritontune.measure.traffic import MAX_ERROR_RATE, Traffic, TrafficClass
+from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.server.client import ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
 

@@ -37,13 +37,9 @@ from typing import Any
 from tritontune.config.variant import QueuePolicy, Variant
 from tritontune.enums import TextEnum
 from tritontune.errors import InputError
-from tritontune.measure.workload import Workload
+from tritontune.measure.request_shape import RequestShape
 from tritontune.units import format_duration, parse_duration
 from tritontune.yamlfile import read_yaml
-
-#: A class whose share of failed requests is above this did not serve its load (the same bound
-#: :mod:`tritontune.measure.measurement` applies to one class of traffic).
-MAX_ERROR_RATE = 0.01
 
 CLASS_KEYS = (
     "name",
@@ -69,7 +65,7 @@ class Layout(TextEnum):
     class to its own."""
 
 
-class Objective(TextEnum):
+class ClassObjective(TextEnum):
     """What a class of traffic asks of the server."""
 
     LATENCY = "latency"
@@ -85,14 +81,14 @@ class TrafficClass:
     name: str
     weight: float
     """Its share of the requests, or its own rate in req/s (see :attr:`Traffic.by_rate`)."""
-    request: Workload
+    request: RequestShape
     slo_p99_s: float | None = None
     completion_p99_s: float | None = None
     may_shed: bool = False
 
     @property
-    def objective(self) -> Objective:
-        return Objective.LATENCY if self.slo_p99_s is not None else Objective.THROUGHPUT
+    def objective(self) -> ClassObjective:
+        return ClassObjective.LATENCY if self.slo_p99_s is not None else ClassObjective.THROUGHPUT
 
     @property
     def latency_bound_s(self) -> float | None:
@@ -347,7 +343,7 @@ def _parse_class(
         if not input_data.is_file():
             raise InputError(f"{where}: input_data: {input_data} is not a file")
         input_data = input_data.resolve()  # studies and exports outlive the working directory
-    request = Workload(
+    request = RequestShape(
         batch_size=_whole(entry.get("batch_size", 1), f"{where}: batch_size", low=1),
         input_data=input_data,
         dynamic_dim=dynamic_dim,

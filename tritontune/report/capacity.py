@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tritontune.search.operating_point import OperatingPoint
+from tritontune.study.figures import OperatingPoint
 
 DEFAULT_HEADROOM = 0.70
 

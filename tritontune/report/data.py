@@ -14,9 +14,9 @@ from typing import Any
 from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
 from tritontune.measure.loadgen import LoadMode
 from tritontune.report.capacity import DEFAULT_HEADROOM, CapacityPlan, plan_capacity
-from tritontune.search.operating_point import LevelResult, OperatingPoint
-from tritontune.search.playoff import Interval, PlayoffResult
-from tritontune.search.study import StudyRecord, TrialResult, gain_over_baseline
+from tritontune.study.figures import Interval, LevelResult, OperatingPoint, PlayoffResult
+from tritontune.study.records import StudyRecord, TrialResult
+from tritontune.study.verdict import gain_over_baseline
 
 #: p99 over p50 above this means queueing, stragglers or pauses worth a look (background.md).
 TAIL_RATIO_WARNING = 3.0
@@ -218,7 +218,7 @@ def collect(
     headroom: float = DEFAULT_HEADROOM,
     peak: float | None = None,
 ) -> ReportData:
-    """Everything a report of ``study`` shows (read it with :func:`read_study`)."""
+    """Everything a report of ``study`` shows (read it with ``TuningStudy.read()``)."""
     results = study.results
     best_point = study.best_point()
     best = best_point.result if best_point else (None if study.playoff else study.best)
@@ -237,7 +237,7 @@ def collect(
         failed=study.failed,
         points=_points(baseline, results),
         capacity=None,
-        precisions=study.precisions or None,
+        precisions={p: check.to_dict() for p, check in study.precisions.items()} or None,
         trials=len(results),
         best_point=best_point.point if best_point else None,
         figures=best_point.figures if best_point else "screening",

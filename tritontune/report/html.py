@@ -21,8 +21,8 @@ from tritontune import __version__
 from tritontune.config.variant import knobs_summary
 from tritontune.precision.accuracy import AccuracyFigures
 from tritontune.report.data import ReportData, collect, p95_at
-from tritontune.search.operating_point import OperatingPoint
-from tritontune.search.study import read_study
+from tritontune.study.figures import OperatingPoint
+from tritontune.study.handle import TuningStudy
 from tritontune.units import format_duration
 
 _ENV = jinja2.Environment(
@@ -201,8 +201,8 @@ def render_report(data: ReportData, study: optuna.Study) -> str:
     )
 
 
-def write_report(study: optuna.Study, path: Path, **options: Any) -> ReportData:
+def write_report(study: TuningStudy, path: Path, **options: Any) -> ReportData:
     """Collect ``study``'s figures (see :func:`collect`) and write the HTML report to ``path``."""
-    data = collect(read_study(study), **options)
-    Path(path).write_text(render_report(data, study), encoding="utf-8")
+    data = collect(study.read(), **options)
+    Path(path).write_text(render_report(data, study.optuna_study), encoding="utf-8")
     return data

@@ -39,10 +39,9 @@ from tritontune.config.model_config import parse_config_text
 from tritontune.config.variant import describe_config
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode, LoadSpec
-from tritontune.measure.measurement import Measurement
+from tritontune.measure.measurement import Measurement, meets_slo
 from tritontune.profile import ProfileResult
-from tritontune.search.operating_point import meets_slo
-from tritontune.search.study import StudyRecord
+from tritontune.study.records import StudyRecord
 
 BACKEND_PARAMETER = "backend_parameter/"
 """Model Analyzer's header prefix for a backend parameter's column."""
@@ -168,7 +167,7 @@ def search_rows(study: StudyRecord) -> list[LevelRow]:
     in trial order: re-proposals told again without measuring are left out), then the
     playoff's rounds."""
     model, mode = study.identity.model, study.identity.load_mode
-    batch = study.context.workload.batch_size
+    batch = study.context.request_shape.batch_size
     baseline_knobs = (
         describe_config(parse_config_text(study.baseline_config_pbtxt, source="baseline config"))
         if study.baseline_config_pbtxt

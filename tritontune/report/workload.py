@@ -24,7 +24,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from tritontune.measure.traffic import Objective
+from tritontune.measure.traffic import ClassObjective
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.search.traffic_capacity import TrafficCapacity
 
@@ -111,7 +111,7 @@ def summary_lines(capacity: TrafficCapacity, headroom: float = DEFAULT_HEADROOM)
     """The plan in a few sentences (printed by ``profile --workload``, shown in the report)."""
     lines = []
     for c in capacity.traffic.classes:
-        if c.objective != Objective.LATENCY:
+        if c.objective != ClassObjective.LATENCY:
             continue
         cliff = capacity.cliff(c.name)
         lines.append(

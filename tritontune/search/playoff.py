@@ -1,10 +1,8 @@
 """The playoff: the search's top configs and the baseline, re-measured head to head.
 
-A search measures each config once per load level, with short windows, at whatever minute it
-happens to run: its figures are *screening* figures. The highest of them is biased up (the
-winner's curse) and a slow minute can reorder the rest. So before the verdict the top candidates
-(default 3) and the baseline are measured again, *interleaved*: A, B, C, base, A, B, C, base, ...
-each at its own operating load, so a disturbance hits all of them alike.
+The top candidates (default 3) and the baseline are measured again in interleaved rounds
+(:mod:`tritontune.search.final_rounds`), each at its own operating load; the figures are kept as
+:class:`~tritontune.study.figures.PlayoffResult`.
 
 - A contender *held* at its load when the median of its rounds' p99 is at least
   :data:`HOLD_MARGIN` under the SLO and more than half of its rounds met the SLO outright. One that
@@ -23,15 +21,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tritontune.config.variant import Variant
-from tritontune.errors import ServerDiedError
-from tritontune.measure.gpu_metrics import GpuFigures, gpu_from_list, gpu_to_list
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
-from tritontune.search.operating_point import LevelResult, OperatingPoint, meets_slo
-from tritontune.session import Session
+from tritontune.search.final_rounds import interleaved_rounds
+from tritontune.serving.bench import Bench
+from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure
 
 #: Candidates from the search that enter the playoff (the baseline comes on top).
 PLAYOFF_TOP = 3
@@ -60,268 +57,6 @@ class Contender:
     @property
     def label(self) -> str:
         return "baseline" if self.trial is None else f"trial {self.trial}"
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A figure over the rounds: the median and the min-max around it."""
-
-    median: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Interval:
-        return cls(float(statistics.median(values)), float(min(values)), float(max(values)))
-
-    def scaled(self, factor: float) -> Interval:
-        return Interval(self.median * factor, self.low * factor, self.high * factor)
-
-    def overlaps(self, other: Interval) -> bool:
-        return self.low <= other.high and other.low <= self.high
-
-    def to_dict(self, digits: int = 3) -> dict[str, float]:
-        return {k: round(v, digits) for k, v in vars(self).items()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Interval:
-        return cls(float(data["median"]), float(data["low"]), float(data["high"]))
-
-
-@dataclass(frozen=True)
-class RoundFigure:
-    """One contender's measurement in one round."""
-
-    throughput: float
-    p50_s: float
-    p99_s: float
-    mean_s: float
-    requests: int
-    errors: int
-    meets_slo: bool
-    stable: bool
-    avg_batch_size: float | None = None
-    disturbance: str | None = None
-    """What the interference check said of this measurement (None: nothing to say)."""
-    disturbed: bool = False
-    """Its reported windows were taken while the machine was disturbed."""
-    gpu: tuple[GpuFigures, ...] | None = None
-    """Per-GPU figures of the round (None: the server reports no GPUs)."""
-
-    @classmethod
-    def of(cls, m: Measurement, slo_p99_s: float) -> RoundFigure:
-        interference = m.interference
-        return cls(
-            throughput=m.throughput,
-            p50_s=m.latency.p50,
-            p99_s=m.latency.p99,
-            mean_s=m.latency.mean,
-            requests=m.latency.count + m.error_count,
-            errors=m.error_count,
-            meets_slo=meets_slo(m, slo_p99_s),
-            stable=m.stable,
-            avg_batch_size=m.server.avg_batch_size if m.server else None,
-            disturbance=interference.describe() if interference else None,
-            disturbed=bool(interference and interference.result_disturbed),
-            gpu=m.gpu,
-        )
-
-    def to_dict(self) -> dict:
-        return {
-            "throughput": round(self.throughput, 3),
-            "p50_ms": round(self.p50_s * 1e3, 4),
-            "p99_ms": round(self.p99_s * 1e3, 4),
-            "mean_ms": round(self.mean_s * 1e3, 4),
-            "requests": self.requests,
-            "errors": self.errors,
-            "meets_slo": self.meets_slo,
-            "stable": self.stable,
-            "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
-            "disturbance": self.disturbance,
-            "disturbed": self.disturbed,
-            "gpu": gpu_to_list(self.gpu),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> RoundFigure:
-        return cls(
-            throughput=float(data["throughput"]),
-            p50_s=data["p50_ms"] / 1e3,
-            p99_s=data["p99_ms"] / 1e3,
-            mean_s=data["mean_ms"] / 1e3,
-            requests=int(data["requests"]),
-            errors=int(data["errors"]),
-            meets_slo=bool(data["meets_slo"]),
-            stable=bool(data["stable"]),
-            avg_batch_size=data.get("avg_batch_size"),
-            disturbance=data.get("disturbance"),
-            disturbed=bool(data.get("disturbed", False)),
-            gpu=gpu_from_list(data.get("gpu")),
-        )
-
-
-@dataclass(frozen=True)
-class PlayoffEntry:
-    """A contender's playoff figures at the load it held at (or its last load, if it never held)."""
-
-    trial: int | None
-    load: float
-    held: bool
-    rounds: tuple[RoundFigure, ...]
-    screening_throughput: float
-    loads_tried: tuple[float, ...] = ()
-    gain: Interval | None = None
-    """Throughput over the baseline's in the same rounds, minus one; None without a baseline."""
-    error: str | None = None
-    """Why it could not be measured (a config that brought the server down)."""
-
-    @property
-    def label(self) -> str:
-        return "baseline" if self.trial is None else f"trial {self.trial}"
-
-    @property
-    def throughput(self) -> Interval:
-        return Interval.of([r.throughput for r in self.rounds] or [0.0])
-
-    @property
-    def p99_s(self) -> Interval:
-        return Interval.of([r.p99_s for r in self.rounds] or [math.inf])
-
-    @property
-    def disturbed_rounds(self) -> int:
-        return sum(r.disturbed for r in self.rounds)
-
-    @property
-    def screening_ratio(self) -> float | None:
-        """Playoff median over the screening figure (below 1: the search was optimistic)."""
-        if self.screening_throughput <= 0 or not self.rounds:
-            return None
-        return self.throughput.median / self.screening_throughput
-
-    def operating_point(self, slo_p99_s: float, load_mode: LoadMode) -> OperatingPoint:
-        """The playoff figures in the shape every output already shows (medians; one level per
-        round at the held load)."""
-        rounds = self.rounds
-        throughput = self.throughput
-        median = max(throughput.median, 1e-9)
-        p99 = self.p99_s
-        batches = [r.avg_batch_size for r in rounds if r.avg_batch_size is not None]
-        return OperatingPoint(
-            slo_p99_s=slo_p99_s,
-            load_mode=load_mode,
-            feasible=self.held,
-            load=self.load,
-            throughput=throughput.median,
-            p50_s=statistics.median([r.p50_s for r in rounds]) if rounds else math.inf,
-            p99_s=p99.median,
-            p99_deviation=(p99.high - p99.low) / max(p99.median, 1e-12) if rounds else 0.0,
-            throughput_deviation=(throughput.high - throughput.low) / median,
-            avg_batch_size=statistics.median(batches) if batches else None,
-            levels=[
-                LevelResult(
-                    load=self.load,
-                    throughput=r.throughput,
-                    p50_s=r.p50_s,
-                    p95_s=r.p99_s,
-                    p99_s=r.p99_s,
-                    errors=r.errors,
-                    stable=r.stable,
-                    meets_slo=r.meets_slo,
-                    mean_s=r.mean_s,
-                    requests=r.requests,
-                    disturbance=r.disturbance,
-                    gpu=r.gpu,
-                )
-                for r in rounds
-            ],
-            mean_s=statistics.median([r.mean_s for r in rounds]) if rounds else None,
-        )
-
-    def to_dict(self) -> dict:
-        return {
-            "trial": self.trial,
-            "load": self.load,
-            "held": self.held,
-            "rounds": [r.to_dict() for r in self.rounds],
-            "screening_throughput": round(self.screening_throughput, 3),
-            "loads_tried": list(self.loads_tried),
-            "gain": self.gain.to_dict(4) if self.gain else None,
-            "error": self.error,
-            "throughput": self.throughput.to_dict(),
-            "p99_ms": self.p99_s.scaled(1e3).to_dict(4),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PlayoffEntry:
-        return cls(
-            trial=data["trial"],
-            load=float(data["load"]),
-            held=bool(data["held"]),
-            rounds=tuple(RoundFigure.from_dict(r) for r in data["rounds"]),
-            screening_throughput=float(data["screening_throughput"]),
-            loads_tried=tuple(float(x) for x in data.get("loads_tried", ())),
-            gain=Interval.from_dict(data["gain"]) if data.get("gain") else None,
-            error=data.get("error"),
-        )
-
-
-@dataclass(frozen=True)
-class PlayoffResult:
-    """The verdict: every contender's figures, ranked (held ones first, by median throughput;
-    the baseline is among the entries but never ranked as a winner)."""
-
-    slo_p99_s: float
-    load_mode: LoadMode
-    rounds: int
-    entries: tuple[PlayoffEntry, ...]
-    winner: int | None
-    """The winning trial's number; None when no contender held its SLO."""
-    tied: tuple[int, ...] = ()
-    """Trials whose interval overlapped the top figure's (the winner among them by simplicity)."""
-    stages: int = 1
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def entry(self, trial: int | None) -> PlayoffEntry | None:
-        return next((e for e in self.entries if e.trial == trial), None)
-
-    @property
-    def baseline(self) -> PlayoffEntry | None:
-        return self.entry(None)
-
-    @property
-    def held(self) -> list[PlayoffEntry]:
-        """Held candidates (not the baseline), the winner first, then by median throughput."""
-        held = [e for e in self.entries if e.held and e.trial is not None]
-        return sorted(held, key=lambda e: (e.trial != self.winner, -e.throughput.median))
-
-    @property
-    def disturbed_rounds(self) -> int:
-        return sum(e.disturbed_rounds for e in self.entries)
-
-    def to_dict(self) -> dict:
-        return {
-            "slo_p99_ms": self.slo_p99_s * 1e3,
-            "load_mode": self.load_mode.value,
-            "rounds": self.rounds,
-            "stages": self.stages,
-            "winner": self.winner,
-            "tied": list(self.tied),
-            "entries": [e.to_dict() for e in self.entries],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PlayoffResult:
-        return cls(
-            slo_p99_s=data["slo_p99_ms"] / 1e3,
-            load_mode=LoadMode(data["load_mode"]),
-            rounds=int(data["rounds"]),
-            entries=tuple(PlayoffEntry.from_dict(e) for e in data["entries"]),
-            winner=data.get("winner"),
-            tied=tuple(data.get("tied", ())),
-            stages=int(data.get("stages", 1)),
-            notes=tuple(data.get("notes", ())),
-        )
 
 
 @dataclass(frozen=True)
@@ -358,7 +93,7 @@ def pick_winner(
 
 
 def run_playoff(
-    session: Session,
+    session: Bench,
     contenders: Sequence[Contender],
     slo_p99_s: float,
     load_mode: LoadMode,
@@ -376,30 +111,24 @@ def run_playoff(
     baseline = next((c for c in contenders if c.trial is None), None)
     pending = [c for c in contenders if c.trial is not None]
     stages = 0
+
+    def measure(contender: Contender) -> RoundFigure:
+        spec = _spec(loads[contender.trial], integer)
+        return RoundFigure.of(_measure(session, contender.variant, spec, settings.measure), slo_p99_s)
+
+    def report(stage: int) -> Callable[[int, Contender, RoundFigure | None], None] | None:
+        if on_round is None:
+            return None
+        return lambda round_number, contender, figure: on_round(stage, round_number, contender, figure)
+
     for stage in range(1, MAX_STAGES + 1):
         members = pending + ([baseline] if baseline is not None else [])
         if not pending and (baseline is None or None in final):
             break
         stages = stage
-        figures: dict[int | None, list[RoundFigure]] = {c.trial: [] for c in members}
-        errors: dict[int | None, str] = {}
-        for round_number in range(1, settings.rounds + 1):
-            for contender in members:
-                if contender.trial in errors:
-                    continue
-                load = loads[contender.trial]
-                spec = LoadSpec.concurrency(int(load)) if integer else LoadSpec.rate(load)
-                try:
-                    m = _measure(session, contender.variant, spec, settings.measure)
-                except ServerDiedError as err:
-                    errors[contender.trial] = f"brought the server down in the playoff: {err}"
-                    if on_round:
-                        on_round(stage, round_number, contender, None)
-                    continue
-                figure = RoundFigure.of(m, slo_p99_s)
-                figures[contender.trial].append(figure)
-                if on_round:
-                    on_round(stage, round_number, contender, figure)
+        measured = interleaved_rounds(session, members, settings.rounds, measure, report(stage))
+        figures = {c.trial: measured.figures[i] for i, c in enumerate(members)}
+        errors = {members[i].trial: f"in the playoff: {reason}" for i, reason in measured.errors.items()}
         base_rounds = figures.get(None, []) if baseline is not None else []
         still = []
         for contender in members:
@@ -443,19 +172,16 @@ def run_playoff(
 
 
 def _measure(
-    session: Session, variant: Variant, spec: LoadSpec, settings: MeasureSettings | None
+    session: Bench, variant: Variant, spec: LoadSpec, settings: MeasureSettings | None
 ) -> Measurement:
-    """One round's measurement; a server that dies is restarted and the round measured again
-    once (a second death is the config's)."""
-    for attempt in range(2):
-        try:
-            session.load_variant(variant)
-            return session.measure(spec, settings)
-        except ServerDiedError:
-            session.restart(reload=False)
-            if attempt == 1:
-                raise
-    raise AssertionError("unreachable")
+    """One round's measurement: the contender loaded (the rounds switch between configs), then
+    measured at its load."""
+    session.load(variant)
+    return session.measure(spec, settings)
+
+
+def _spec(load: float, integer: bool) -> LoadSpec:
+    return LoadSpec.concurrency(int(load)) if integer else LoadSpec.rate(load)
 
 
 def _lower(load: float, integer: bool) -> float | None:

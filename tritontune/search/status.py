@@ -10,7 +10,7 @@ import datetime as dt
 import statistics
 from dataclasses import dataclass
 
-from tritontune.search.study import StudyRecord, TrialResult
+from tritontune.study.records import StudyRecord, TrialResult
 
 
 @dataclass(frozen=True)

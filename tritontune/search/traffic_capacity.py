@@ -13,13 +13,18 @@ so the capacity also says how much overload the config absorbs with every object
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tritontune.measure.mixed import TrafficMeasurement
-from tritontune.measure.traffic import Objective, Traffic
+from tritontune.measure.traffic import ClassObjective, Traffic
+from tritontune.search.ramp import RampRules, ramp_and_bisect
+from tritontune.study.figures import CapacityFigure
 
+#: Where a capacity ramp starts when nobody says (total req/s in all): the default of
+#: ``search --workload`` and ``profile --workload`` (below what most models serve; a ramp whose
+#: first level misses finds no capacity).
+DEFAULT_START_RATE = 20.0
 #: The ramp stops once the offered rate is this many times the rate served (shed classes).
 MAX_OVERLOAD = 4.0
 
@@ -82,6 +87,10 @@ class TrafficCapacity:
                 return level.total_rate
         return None
 
+    def figure(self) -> CapacityFigure:
+        """What a workload trial keeps of it."""
+        return CapacityFigure.from_dict(self.to_dict())
+
     def to_dict(self) -> dict:
         return {
             "feasible": self.feasible,
@@ -93,7 +102,7 @@ class TrafficCapacity:
             "cliff_total_rate_per_s": {
                 c.name: self.cliff(c.name)
                 for c in self.traffic.classes
-                if c.objective == Objective.LATENCY
+                if c.objective == ClassObjective.LATENCY
             },
             "best": self.best.to_dict(self.traffic) if self.best else None,
             "levels": [level.to_dict(self.traffic) for level in self.levels],
@@ -111,54 +120,22 @@ def find_traffic_capacity(
     confirm: int = 1,
 ) -> TrafficCapacity:
     """Ramp (x2) from ``start`` req/s, then bisect until the gap between the passing and failing
-    rates is ``precision`` of the passing one or ``max_bisections`` steps were taken.
+    rates is ``precision`` of the passing one or ``max_bisections`` steps were taken
+    (:func:`tritontune.search.ramp.ramp_and_bisect`).
 
     A level that misses an objective is measured again up to ``confirm`` times, and counts as
     missed only if every try missed: on a shared machine one busy second puts a p99 over its
     SLO, and the capacity must not be set by it (the retries are listed in the result)."""
-    measured: dict[float, TrafficMeasurement] = {}
-    confirmed: list[float] = []
-
-    def at(rate: float) -> TrafficMeasurement:
-        if rate not in measured:
-            level = measure(rate)
-            for _ in range(confirm):
-                if level.meets(traffic):
-                    break
-                confirmed.append(rate)
-                level = measure(rate)
-            measured[rate] = level
-        return measured[rate]
-
-    def result(best: TrafficMeasurement | None) -> TrafficCapacity:
-        levels = tuple(measured[rate] for rate in sorted(measured))
-        return TrafficCapacity(traffic, levels, best, tuple(confirmed))
-
-    first = at(start)
-    if not first.meets(traffic):
-        return result(None)
-    good, best = start, first
-    bad: float | None = None
-    while good < max_rate:
-        rate = min(max_rate, good * 2)
-        level = at(rate)
-        if not level.meets(traffic):
-            bad = rate
-            break
-        good = rate
-        if _better(level, best):
-            best = level
-        if rate >= MAX_OVERLOAD * level.goodput:
-            break  # the surplus is shed: overload absorbed
-    steps = 0
-    while bad is not None and steps < max_bisections and bad - good > good * precision:
-        steps += 1
-        rate = math.sqrt(good * bad)
-        level = at(rate)
-        if level.meets(traffic):
-            good = rate
-            if _better(level, best):
-                best = level
-        else:
-            bad = rate
-    return result(best)
+    rules: RampRules[TrafficMeasurement] = RampRules(
+        passes=lambda level: level.meets(traffic),
+        step=lambda best: 2.0,
+        better=_better,
+        # the surplus is shed: overload absorbed
+        saturated=lambda level, best: level.total_rate >= MAX_OVERLOAD * level.goodput,
+        precision=precision,
+        max_bisections=max_bisections,
+        confirm=confirm,
+    )
+    ramp = ramp_and_bisect(measure, rules, start=start, max_load=max_rate)
+    levels = tuple(level for _, level in ramp.levels())
+    return TrafficCapacity(traffic, levels, ramp.best, tuple(ramp.remeasured))

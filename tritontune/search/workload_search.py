@@ -1,25 +1,27 @@
-"""``search --workload``: the config with the highest capacity for a mixed workload.
+"""``search --workload``: the config with the highest capacity for a traffic mix.
 
-The same ask-measure-tell loop as the single-class search, with a workload's objective: a trial's
-value is the highest total rate (the workload's mix scaled up) at which every class met its
-objective (:func:`find_traffic_capacity`). The space grows by the scheduler's knobs: whether the
-classes' priority levels are used (``priorities``), and admission control, the lowest level's
-``max_queue_size`` (``admission``, ``none`` for an unbounded queue). Batch sizes smaller than a
-class's requests are left out of the space (those requests could not be served).
+The workload search is the one loop (:mod:`tritontune.search.loop`) with
+:class:`TrafficObjective`: a trial's value is the highest total rate (the workload's mix scaled
+up) at which every class met its objective (:func:`find_traffic_capacity`). The space grows by
+the scheduler's knobs: whether the classes' priority levels are used (``priorities``), and
+admission control, the lowest level's ``max_queue_size`` (``admission``, ``none`` for an
+unbounded queue). Batch sizes smaller than a class's requests are left out of the space (those
+requests could not be served). So it has every guarantee of the single-class search: budget and
+``--timeout``, heartbeats and lost-trial recovery for shared studies, a dead server restarted and
+the config measured again, Ctrl-C resumable.
 
 After the budget, the top configs, the best one split into one endpoint per class
 (:func:`endpoint_variants`: the other serving layout) and the baseline (the model's own config as
-it is) are measured again in interleaved rounds, and the winner is the best median: one screening
-figure on a noisy machine picks a lucky config as often as a good one. Each finalist keeps the
-config text of every model it serves, so ``export`` writes exactly what was measured.
+it is) are measured again in interleaved rounds (:mod:`tritontune.search.final_rounds`), and the
+winner is the best median: one screening figure on a noisy machine picks a lucky config as often
+as a good one. Each finalist keeps the config text of every model it serves, so ``export`` writes
+exactly what was measured.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,144 +29,101 @@ import optuna
 
 from tritontune.config.model_config import ModelConfig, config_to_text, copy_config
 from tritontune.config.variant import Variant, describe_config
-from tritontune.errors import ServerError
+from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Layout, Traffic
-from tritontune.search.optimize import study_context, trial_variant
-from tritontune.search.sampler import snapping
+from tritontune.search.final_rounds import interleaved_rounds
+from tritontune.search.loop import Budget, LoopProgress, optimize
+from tritontune.search.objective import Evaluation
+from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, SearchSpace
-from tritontune.search.study import (
-    WorkloadTrial,
-    ensure_context,
-    find_twin,
-    open_workload_study,
-    read_workload_trials,
-    save_point,
-    save_workload_final,
-    tell_capacity,
-    tell_copy,
-    tell_failed,
+from tritontune.search.traffic_capacity import (
+    DEFAULT_START_RATE,
+    TrafficCapacity,
+    find_traffic_capacity,
 )
-from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
-from tritontune.session import Session
+from tritontune.serving.bench import Bench
+from tritontune.study.figures import Finalist
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import TrialResult, WorkloadFinal, WorkloadIdentity
+from tritontune.study.storage import DEFAULT_STORAGE, storage_label
 
 #: Admission control bounds searched (the lowest priority level's queue, in requests).
 ADMISSION_CHOICES: tuple[Any, ...] = ("none", 16, 64, 256)
+#: A workload search's windows: each class needs its own tail (the mixed measurement also waits
+#: for enough answers of every class).
+WORKLOAD_MEASURE = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=6)
 
 
 @dataclass(frozen=True)
 class WorkloadSearchSettings:
-    trials: int = 12
+    trials: int | None = 12
+    timeout_s: float | None = None
     seed: int | None = None
-    storage: str | optuna.storages.BaseStorage = "sqlite:///tritontune.db"
+    storage: str | optuna.storages.BaseStorage = DEFAULT_STORAGE
     study_name: str | None = None
-    start_rate: float = 20.0
+    host_group: str | None = None
+    """Workers on other hardware search as their own group (``NAME@GROUP``)."""
+    start_rate: float = DEFAULT_START_RATE
     top: int = 2
     """Configs re-measured against the baseline after the budget."""
     rounds: int = 3
     endpoints: bool = True
     """Also measure the best config as one endpoint per class (needs a server tritontune
     launched: the endpoints are models it adds to the repository)."""
+    measure: MeasureSettings = WORKLOAD_MEASURE
+    sampler: optuna.samplers.BaseSampler | None = None
 
     def study_name_for(self, model: str, traffic: Traffic) -> str:
         names = "-".join(c.name for c in traffic.classes)
-        return self.study_name or f"{model}-workload-{names}"
-
-
-@dataclass(frozen=True)
-class Finalist:
-    """One config of the final rounds: its rates (one per round) and their median."""
-
-    trial: int | None
-    """None: the baseline (the model's own config)."""
-    knobs: dict[str, Any]
-    rates: tuple[float, ...]
-    layout: Layout = Layout.SHARED
-    models: dict[str, str] = field(default_factory=dict)
-    """The name of each model it serves -> its config.pbtxt text, as measured."""
-    routes: dict[str, str] = field(default_factory=dict)
-    """Class -> the model its requests go to."""
+        name = self.study_name or f"{model}-workload-{names}"
+        return f"{name}@{self.host_group}" if self.host_group else name
 
     @property
-    def median(self) -> float:
-        return statistics.median(self.rates) if self.rates else 0.0
-
-    @property
-    def label(self) -> str:
-        who = "baseline" if self.trial is None else f"trial {self.trial}"
-        return who + (" as endpoints" if self.layout == Layout.ENDPOINTS else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trial": self.trial,
-            "layout": str(self.layout),
-            "knobs": self.knobs,
-            "total_rates_per_s": [round(r, 3) for r in self.rates],
-            "median_total_rate_per_s": round(self.median, 3),
-            "routes": self.routes,
-            "models": self.models,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finalist:
-        return cls(
-            trial=data.get("trial"),
-            knobs=dict(data.get("knobs") or {}),
-            rates=tuple(float(r) for r in data.get("total_rates_per_s") or ()),
-            layout=Layout(data.get("layout", Layout.SHARED)),
-            models=dict(data.get("models") or {}),
-            routes=dict(data.get("routes") or {}),
-        )
+    def storage_name(self) -> str:
+        return storage_label(self.storage)
 
 
 @dataclass(frozen=True)
 class WorkloadSearchResult:
     study_name: str
-    trials: list[WorkloadTrial]
-    finalists: list[Finalist] = field(default_factory=list)
+    trials: list[TrialResult]
+    """The measured (or failed) trials, best first."""
+    final: WorkloadFinal = field(default_factory=lambda: WorkloadFinal((), None))
     last_capacity: dict[str, TrafficCapacity] = field(default_factory=dict)
     """Each finalist's capacity in the last round (by :attr:`Finalist.label`), every level's
     figures (for the report)."""
+    stop_reason: str | None = None
+    trials_this_run: int = 0
+    restarts: int = 0
+
+    @property
+    def finalists(self) -> tuple[Finalist, ...]:
+        return self.final.finalists
+
+    @property
+    def winner(self) -> Finalist | None:
+        return self.final.winner
+
+    @property
+    def baseline(self) -> Finalist | None:
+        return self.final.baseline
+
+    def best_of(self, layout: Layout) -> Finalist | None:
+        return self.final.best_of(layout)
+
+    @property
+    def layout_ratio(self) -> float | None:
+        return self.final.layout_ratio
 
     def winner_capacity(self) -> TrafficCapacity | None:
         winner = self.winner
         return self.last_capacity.get(winner.label) if winner is not None else None
 
-    @property
-    def winner(self) -> Finalist | None:
-        return max(self.finalists, key=lambda f: f.median, default=None)
-
-    @property
-    def baseline(self) -> Finalist | None:
-        return next((f for f in self.finalists if f.trial is None), None)
-
-    def best_of(self, layout: Layout) -> Finalist | None:
-        """The best finalist served in ``layout`` (the baseline is a shared model)."""
-        return max(
-            (f for f in self.finalists if f.layout == layout and f.trial is not None),
-            key=lambda f: f.median,
-            default=None,
-        )
-
-    @property
-    def layout_ratio(self) -> float | None:
-        """The best shared config's median over the endpoints' (> 1: sharing wins)."""
-        shared, endpoints = self.best_of(Layout.SHARED), self.best_of(Layout.ENDPOINTS)
-        if shared is None or endpoints is None or endpoints.median <= 0:
-            return None
-        return shared.median / endpoints.median
-
     def to_dict(self) -> dict[str, Any]:
-        winner, baseline = self.winner, self.baseline
-        gain = None
-        if winner is not None and baseline is not None and baseline.median > 0:
-            gain = winner.median / baseline.median
         return {
             "study": self.study_name,
-            "winner": winner.to_dict() if winner else None,
-            "gain_over_baseline": gain,
-            "shared_over_endpoints": self.layout_ratio,
-            "finalists": [f.to_dict() for f in self.finalists],
+            **self.final.to_dict(),
             "trials": [
                 {
                     "trial": t.number,
@@ -175,13 +134,19 @@ class WorkloadSearchResult:
                 }
                 for t in self.trials
             ],
+            "stopped_early_because": self.stop_reason,
+            "trials_this_run": self.trials_this_run,
+            "server_restarts": self.restarts,
         }
 
 
 @dataclass
 class WorkloadSearchProgress:
-    on_trial_done: Callable[[int, WorkloadTrial], None] | None = None
-    on_final_round: Callable[[int, Finalist, float], None] | None = None
+    on_trial_start: Callable[[int, int | None, dict[str, Any]], None] | None = None
+    on_trial_done: Callable[[TrialResult, TrialResult | None, float | None], None] | None = None
+    """(this trial, the best so far, ETA in seconds or None)."""
+    on_final_round: Callable[[int, Finalist, float | None], None] | None = None
+    """(round, finalist, its total rate; None when it failed)."""
 
 
 def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
@@ -194,14 +159,14 @@ def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
     return space
 
 
-def _split_point(point: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+def _split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
     """A workload point's knobs of the space, and its admission bound (None: unbounded)."""
     knobs = {k: v for k, v in point.items() if k not in ("priorities", "admission")}
     admission = point.get("admission", "none")
     return knobs, None if admission == "none" else int(admission)
 
 
-def point_variant(space: SearchSpace, traffic: Traffic, point: dict[str, Any]) -> Variant:
+def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]) -> Variant:
     """The config a workload point stands for: the space's knobs, then the scheduler's."""
     knobs, admission = _split_point(point)
     if point.get("dynamic_batching", True) is False:
@@ -240,166 +205,172 @@ def endpoint_variants(
     return out
 
 
-def _suggest(trial: optuna.Trial, space: SearchSpace, traffic: Traffic) -> dict[str, Any]:
-    point = space.suggest(trial)
-    if point.get("dynamic_batching", True) is False:
-        return point  # no scheduler knobs without the dynamic batcher's queue
-    if traffic.priority_levels:
-        point["priorities"] = trial.suggest_categorical("priorities", [True, False])
-    point["admission"] = trial.suggest_categorical("admission", list(ADMISSION_CHOICES))
-    return point
+@dataclass(frozen=True)
+class TrafficObjective:
+    """The workload objective: a config's capacity for the traffic mix (the highest total rate
+    at which every class meets its objective)."""
+
+    space: SearchSpace
+    traffic: Traffic
+    start_rate: float = DEFAULT_START_RATE
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        point = self.space.suggest(trial)
+        if point.get("dynamic_batching", True) is False:
+            return point  # no scheduler knobs without the dynamic batcher's queue
+        if self.traffic.priority_levels:
+            point["priorities"] = trial.suggest_categorical("priorities", [True, False])
+        point["admission"] = trial.suggest_categorical("admission", list(ADMISSION_CHOICES))
+        return point
+
+    def variant(self, point: Mapping[str, Any]) -> Variant:
+        return point_variant(self.space, self.traffic, point)
+
+    def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
+        switch_s = bench.load(variant).switch_s
+        capacity = traffic_capacity(bench, self.traffic, self.start_rate)
+        return Evaluation(capacity.figure(), switch_s)
 
 
-def capacity_of(
-    session: Session,
-    traffic: Traffic,
-    variant: Variant | dict[str, Variant],
-    start_rate: float,
-) -> TrafficCapacity:
-    """The capacity of one config (a shared model), or of one endpoint per class (a mapping)."""
-    if isinstance(variant, dict):
-        session.load_endpoints(variant)
-    else:
-        session.load_variant(variant)
+def traffic_capacity(bench: Bench, traffic: Traffic, start_rate: float) -> TrafficCapacity:
+    """The capacity of what is loaded (one shared model, or one endpoint per class)."""
 
     def measure(rate: float) -> TrafficMeasurement:
-        return session.measure_traffic(traffic, rate)
+        return bench.measure_traffic(traffic, rate)
 
     return find_traffic_capacity(measure, traffic, start=start_rate)
 
 
 def run_workload_search(
-    session: Session,
+    session: Bench,
     space: SearchSpace,
     traffic: Traffic,
     settings: WorkloadSearchSettings,
     progress: WorkloadSearchProgress | None = None,
 ) -> WorkloadSearchResult:
-    """Search, then re-measure the top configs and the baseline (the session's server must be
+    """Search, then re-measure the top configs and the baseline (the bench's server must be
     started)."""
     progress = progress or WorkloadSearchProgress()
     space = workload_space(space, traffic)
-    with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
-        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        base = optuna.samplers.TPESampler(
-            seed=settings.seed,
-            n_startup_trials=min(10, max(3, settings.trials // 3)),
-            multivariate=True,
-            group=True,
-        )
-    name = settings.study_name_for(session.name, traffic)
-    study, _ = open_workload_study(
+    model = session.source.name
+    name = settings.study_name_for(model, traffic)
+    study = TuningStudy.create_or_resume(
         settings.storage,
         name,
-        model=session.name,
-        workload=traffic.to_dict(),
-        sampler=snapping(base, space),
+        identity=WorkloadIdentity(model, traffic.to_dict()),
+        sampler=make_sampler(settings.trials, settings.seed, settings.sampler),
     )
-    ensure_context(study, lambda: study_context(session, session.settings))
-    repeats = 0
-    while len(read_workload_trials(study)) < settings.trials and repeats < 3 * settings.trials:
-        trial = study.ask()
-        point = _suggest(trial, space, traffic)
-        save_point(trial, point)
-        twin = find_twin(study.get_trials(deepcopy=False), trial.number, point)
-        if twin is not None:
-            tell_copy(study, trial, twin)
-            repeats += 1
-            continue
-        _run_trial(study, trial, point, session, space, traffic, settings)
-        if progress.on_trial_done:
-            finished = read_workload_trials(study)
-            done = next(t for t in finished if t.number == trial.number)
-            progress.on_trial_done(len(finished), done)
-    trials = read_workload_trials(study)
-    finalists, last = _final_rounds(session, space, traffic, settings, trials, progress)
-    result = WorkloadSearchResult(name, trials, finalists, last)
-    save_workload_final(study, {k: v for k, v in result.to_dict().items() if k != "trials"})
-    return result
+    use_space(study, space)
+    start_study(study, session, settings.measure, settings.trials)
+    restarts_before = session.restarts
+    objective = TrafficObjective(space, traffic, settings.start_rate)
+    outcome = optimize(
+        study,
+        objective,
+        session,
+        Budget.start(settings.trials, settings.timeout_s, None),
+        progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
+    )
+    trials = study.read_workload().results
+    final, last = _final_rounds(session, objective, settings, trials, progress)
+    study.save_workload_final(final)
+    return WorkloadSearchResult(
+        name,
+        trials,
+        final,
+        last,
+        stop_reason=outcome.stop_reason,
+        trials_this_run=outcome.trials_this_run,
+        restarts=session.restarts - restarts_before,
+    )
 
 
-def _run_trial(
-    study: optuna.Study,
-    trial: optuna.Trial,
-    point: dict[str, Any],
-    session: Session,
-    space: SearchSpace,
-    traffic: Traffic,
-    settings: WorkloadSearchSettings,
-) -> None:
-    variant = trial_variant(study, trial, session, lambda: point_variant(space, traffic, point))
-    if variant is None:
-        return
-    try:
-        capacity = capacity_of(session, traffic, variant, settings.start_rate)
-    except ServerError as err:
-        session.launcher.check_alive()
-        tell_failed(study, trial, str(err))
-        return
-    tell_capacity(study, trial, capacity.to_dict(), capacity.highest_rate)
+@dataclass(frozen=True)
+class _Entry:
+    """A finalist before its rounds, and what it loads."""
+
+    finalist: Finalist
+    load: Variant | dict[str, Variant]
 
 
 def _final_rounds(
-    session: Session,
-    space: SearchSpace,
-    traffic: Traffic,
+    session: Bench,
+    objective: TrafficObjective,
     settings: WorkloadSearchSettings,
-    trials: list[WorkloadTrial],
+    trials: list[TrialResult],
     progress: WorkloadSearchProgress,
-) -> tuple[list[Finalist], dict[str, TrafficCapacity]]:
-    entries = _finalist_entries(session, space, traffic, settings, trials)
-    rates: list[list[float]] = [[] for _ in entries]
+) -> tuple[WorkloadFinal, dict[str, TrafficCapacity]]:
+    entries = _finalist_entries(session, objective, settings, trials)
     last: dict[str, TrafficCapacity] = {}
-    for round_number in range(settings.rounds):
-        for i, (finalist, variant) in enumerate(entries):
-            capacity = capacity_of(session, traffic, variant, settings.start_rate)
-            last[finalist.label] = capacity
-            rates[i].append(capacity.highest_rate)
-            if progress.on_final_round:
-                shown = dataclasses.replace(finalist, rates=tuple(rates[i]))
-                progress.on_final_round(round_number + 1, shown, capacity.highest_rate)
-    finalists = [
-        dataclasses.replace(finalist, rates=tuple(r))
-        for (finalist, _), r in zip(entries, rates, strict=True)
-    ]
-    return finalists, last
+    done: dict[str, list[float]] = {e.finalist.label: [] for e in entries}
+
+    def measure(entry: _Entry) -> TrafficCapacity:
+        if isinstance(entry.load, dict):
+            session.load_endpoints(entry.load)
+        else:
+            session.load(entry.load)
+        capacity = traffic_capacity(session, objective.traffic, objective.start_rate)
+        last[entry.finalist.label] = capacity
+        return capacity
+
+    def report(round_number: int, entry: _Entry, capacity: TrafficCapacity | None) -> None:
+        if progress.on_final_round is None:
+            return
+        rate = capacity.highest_rate if capacity is not None else None
+        if rate is not None:
+            done[entry.finalist.label].append(rate)
+        shown = dataclasses.replace(entry.finalist, rates=tuple(done[entry.finalist.label]))
+        progress.on_final_round(round_number, shown, rate)
+
+    rounds = interleaved_rounds(session, entries, settings.rounds, measure, report)
+    finalists = tuple(
+        dataclasses.replace(
+            entry.finalist,
+            rates=tuple(c.highest_rate for c in rounds.figures[i]),
+            error=rounds.errors.get(i),
+        )
+        for i, entry in enumerate(entries)
+    )
+    return WorkloadFinal.decided(finalists), last
 
 
 def _finalist_entries(
-    session: Session,
-    space: SearchSpace,
-    traffic: Traffic,
+    session: Bench,
+    objective: TrafficObjective,
     settings: WorkloadSearchSettings,
-    trials: list[WorkloadTrial],
-) -> list[tuple[Finalist, Variant | dict[str, Variant]]]:
+    trials: list[TrialResult],
+) -> list[_Entry]:
     """The finalists (not yet measured) and what each loads: the top trials, the best one as
     one endpoint per class, and the baseline."""
-    name = session.name
+    space, traffic = objective.space, objective.traffic
+    name = session.source.name
     everyone = {c.name: name for c in traffic.classes}
-    entries: list[tuple[Finalist, Variant | dict[str, Variant]]] = []
+    entries: list[_Entry] = []
     top = [t for t in trials if t.total_rate][: settings.top]
     for t in top:
         variant = point_variant(space, traffic, t.params)
-        config = session.build_config(variant)
+        config = session.build(variant)
         entries.append(
-            (Finalist(t.number, t.knobs, (), Layout.SHARED, _texts({name: config}), everyone), variant)
+            _Entry(
+                Finalist(t.number, t.knobs, (), Layout.SHARED, _texts({name: config}), everyone), variant
+            )
         )
-    if top and settings.endpoints and session.launcher.owns_server:
+    if top and settings.endpoints and session.owns_server:
         best = top[0]
         knobs, admission = _split_point(best.params)
         variant = space.to_variant(knobs)
-        instances = _instances(session.build_config(variant))
+        instances = _instances(session.build(variant))
         split = endpoint_variants(traffic, variant, instances, admission)
-        models = {f"{name}_{role}": session.build_config(v) for role, v in split.items()}
-        knobs = {role: describe_config(models[f"{name}_{role}"]) for role in split}
+        models = {f"{name}_{role}": session.build(v) for role, v in split.items()}
+        described = {role: describe_config(models[f"{name}_{role}"]) for role in split}
         routes = {role: f"{name}_{role}" for role in split}
         entries.append(
-            (Finalist(best.number, knobs, (), Layout.ENDPOINTS, _texts(models), routes), split)
+            _Entry(Finalist(best.number, described, (), Layout.ENDPOINTS, _texts(models), routes), split)
         )
     baseline = Variant()
-    config = session.build_config(baseline)
+    config = session.build(baseline)
     entries.append(
-        (
+        _Entry(
             Finalist(None, describe_config(config), (), Layout.SHARED, _texts({name: config}), everyone),
             baseline,
         )

@@ -97,7 +97,7 @@ class LaunchSettings:
     """Extra tritonserver flags (``--server-arg``), after tritontune's own, so they win."""
     server_log: Path | None = None
     """Where the server's log is written and kept (``--server-log``); None: a temporary file,
-    kept only when something failed (see :class:`tritontune.session.TuningSession`)."""
+    kept only when something failed (see :class:`tritontune.serving.server.Server`)."""
 
     def __post_init__(self) -> None:
         check_server_args(self.server_args)

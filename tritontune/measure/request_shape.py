@@ -21,7 +21,7 @@ from tritontune.server.endpoint import ClientProtocol
 
 
 @dataclass(frozen=True)
-class Workload:
+class RequestShape:
     """What each request carries."""
 
     batch_size: int = 1
@@ -37,7 +37,7 @@ class Workload:
 def prepare_requests(
     model: str,
     metadata: dict[str, Any],
-    workload: Workload,
+    shape: RequestShape,
     *,
     batching: bool,
     protocol: ClientProtocol = ClientProtocol.GRPC,
@@ -45,18 +45,18 @@ def prepare_requests(
     """The requests for ``model`` (``metadata`` as the server reports it) in ``protocol``;
     ``batching``: the loaded config takes a batch dimension."""
     specs = input_specs(metadata, batching)
-    if workload.input_data is not None:
+    if shape.input_data is not None:
         payloads = read_input_data(
-            workload.input_data, specs, batch_size=workload.batch_size, batching=batching
+            shape.input_data, specs, batch_size=shape.batch_size, batching=batching
         )
     else:
         payloads = synthesize_payloads(
             specs,
-            batch_size=workload.batch_size,
+            batch_size=shape.batch_size,
             batching=batching,
-            dynamic_dim=workload.dynamic_dim,
-            seed=workload.seed,
+            dynamic_dim=shape.dynamic_dim,
+            seed=shape.seed,
         )
     return build_requests(
-        model, payloads, specs, protocol, priority=workload.priority, timeout_us=workload.timeout_us
+        model, payloads, specs, protocol, priority=shape.priority, timeout_us=shape.timeout_us
     )

@@ -1,0 +1,63 @@
+"""Interleaved rounds: a few configs re-measured head to head before a verdict.
+
+A search measures each config once, with short windows, at whatever minute it happens to run:
+its figures are *screening* figures, and the highest of them is biased up (the winner's curse).
+So both searches end by measuring their best few configs and the baseline again, *interleaved*
+(A, B, C, base, A, B, C, base, ...), so a disturbance of the machine hits all of them alike.
+What differs is the figure of merit, which the caller's ``measure`` returns: a
+:class:`~tritontune.study.figures.RoundFigure` at a held load for the playoff
+(:mod:`tritontune.search.playoff`), a capacity for a traffic mix
+(:mod:`tritontune.search.workload_search`).
+
+Every measurement runs under the fault policy (:func:`tritontune.serving.faults.with_restarts`):
+a server that dies is restarted and the measurement made again; a config that brings it down
+twice, or that Triton refuses, is left out of the rounds that follow, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Generic, TypeVar
+
+from tritontune.serving.faults import ConfigFailed, Restartable, with_restarts
+
+K = TypeVar("K")
+F = TypeVar("F")
+
+
+@dataclass
+class Rounds(Generic[F]):
+    """Each member's figures (by its position among the members), and why one stopped."""
+
+    figures: dict[int, list[F]] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def interleaved_rounds(
+    server: Restartable,
+    members: Sequence[K],
+    rounds: int,
+    measure: Callable[[K], F],
+    on_figure: Callable[[int, K, F | None], None] | None = None,
+) -> Rounds[F]:
+    """Measure every member once per round, in the same order each round (see the module
+    docstring). ``on_figure(round, member, figure)`` reports each measurement (None: the member
+    failed and leaves the rounds)."""
+    out: Rounds[F] = Rounds({i: [] for i in range(len(members))})
+    for round_number in range(1, rounds + 1):
+        for i, member in enumerate(members):
+            if i in out.errors:
+                continue
+            try:
+                figure, _ = with_restarts(server, partial(measure, member))
+            except ConfigFailed as failed:
+                out.errors[i] = failed.reason
+                if on_figure:
+                    on_figure(round_number, member, None)
+                continue
+            out.figures[i].append(figure)
+            if on_figure:
+                on_figure(round_number, member, figure)
+    return out

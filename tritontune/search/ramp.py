@@ -1,0 +1,124 @@
+"""Ramp, then bisect: the highest load that still passes, in few measurements.
+
+Both searches over loads are this one walk with their own rules plugged in: a config's operating
+point under a p99 SLO (:mod:`tritontune.search.operating_point`, load = concurrency or request
+rate) and its capacity for a traffic mix (:mod:`tritontune.search.traffic_capacity`, load = the
+total request rate). The walk:
+
+1. measure ``start``; when it fails, there is nothing to find;
+2. ramp up geometrically (the step is the caller's, e.g. larger while far from the SLO) until a
+   load fails or the caller says more load only queues (``saturated``);
+3. bisect geometrically between the last load that passed and the first that failed, until the
+   gap is ``precision`` of the passing load or ``max_bisections`` steps were taken.
+
+A failing level is measured again up to ``confirm`` times and counts as failed only if every try
+failed: on a shared machine one busy second puts a p99 over its bound, and the answer must not be
+set by it. ``measure`` is a function, so both searches are tested on a modelled server.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class RampRules(Generic[M]):
+    """What one search over loads plugs into the walk."""
+
+    passes: Callable[[M], bool]
+    """Does a measured level meet the objective?"""
+    step: Callable[[M], float]
+    """The ramp's factor, given the best level so far (> 1)."""
+    better: Callable[[M, M], bool]
+    """Is a passing level a better answer than the best so far?"""
+    saturated: Callable[[M, M], bool] = lambda level, best: False
+    """Stop ramping after this passing level (given the best before it): more load only queues."""
+    integer: bool = False
+    """Loads are whole numbers (concurrency)."""
+    precision: float = 0.25
+    """The bisection ends once the failing load is within this fraction of the passing one."""
+    max_bisections: int = 2
+    confirm: int = 0
+    """Times a failing level is measured again before it counts as failed."""
+
+
+@dataclass
+class Ramp(Generic[M]):
+    """What the walk measured: every level by load, the first one, and the answer."""
+
+    first: M
+    best: M | None
+    """The best passing level (None: not even ``start`` passed)."""
+    measured: dict[float, M] = field(default_factory=dict)
+    remeasured: list[float] = field(default_factory=list)
+    """Loads measured again because a first try failed (the level kept is the last try)."""
+
+    def levels(self) -> list[tuple[float, M]]:
+        """Every level measured, by ascending load."""
+        return sorted(self.measured.items(), key=lambda item: item[0])
+
+
+def ramp_and_bisect(
+    measure: Callable[[float], M], rules: RampRules[M], *, start: float, max_load: float
+) -> Ramp[M]:
+    """Walk from ``start`` up to at most ``max_load``, calling ``measure`` once per load (see the
+    module docstring)."""
+    measured: dict[float, M] = {}
+    remeasured: list[float] = []
+
+    def at(load: float) -> M:
+        load = float(max(1, round(load))) if rules.integer else float(load)
+        if load not in measured:
+            level = measure(load)
+            for _ in range(rules.confirm):
+                if rules.passes(level):
+                    break
+                remeasured.append(load)
+                level = measure(load)
+            measured[load] = level
+        return measured[load]
+
+    first = at(start)
+    ramp = Ramp(first, None, measured, remeasured)
+    if not rules.passes(first):
+        return ramp
+    good, best = float(max(1, round(start)) if rules.integer else start), first
+    bad: float | None = None
+    while good < max_load:
+        load = min(max_load, good * rules.step(best))
+        if rules.integer:
+            load = float(max(good + 1, round(load)))
+        level = at(load)
+        if not rules.passes(level):
+            bad = load
+            break
+        good = load
+        previous = best
+        if rules.better(level, best):
+            best = level
+        if rules.saturated(level, previous):
+            break
+    steps = 0
+    while (
+        bad is not None
+        and steps < rules.max_bisections
+        and bad - good > max(1.0 if rules.integer else 0.0, good * rules.precision)
+    ):
+        steps += 1
+        load = math.sqrt(good * bad)
+        if rules.integer:
+            load = float(min(bad - 1, max(good + 1, round(load))))
+        level = at(load)
+        if rules.passes(level):
+            good = load
+            if rules.better(level, best):
+                best = level
+        else:
+            bad = load
+    ramp.best = best
+    return ramp

@@ -1,0 +1,109 @@
+"""What every search does before its first trial: the sampler, the study's space and context,
+and the check that a worker's figures may join the study.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict
+
+import optuna
+
+from tritontune.errors import InputError
+from tritontune.hostinfo import HostInfo, describe_host
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.search.sampler import snapping
+from tritontune.search.space import SearchSpace, SpaceSource, apply_space, default_space
+from tritontune.serving.bench import Bench
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import RecordedRequestShape, StudyContext
+
+
+def make_sampler(
+    trials: int | None, seed: int | None, sampler: optuna.samplers.BaseSampler | None = None
+) -> optuna.samplers.BaseSampler:
+    """TPE with a short random start (a search is budgeted in tens of trials, not hundreds), or
+    the given ``sampler``."""
+    if sampler is not None:
+        return sampler
+    startup = min(10, max(3, (trials or 30) // 3))
+    with warnings.catch_warnings():  # TPE's ``group`` option is marked experimental
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=startup,
+            multivariate=True,
+            group=True,  # batching knobs exist only when batching is on
+        )
+
+
+def use_space(study: TuningStudy, space: SearchSpace, *, what: str = "--space") -> None:
+    """Sample ``space`` (ordered choices snapped) and keep it: a new study keeps its space; a
+    resumed one must search the same space."""
+    study.optuna_study.sampler = snapping(study.optuna_study.sampler, space)
+    recorded = study.recorded_space()
+    if not study.resumed or recorded is None:
+        study.save_space(space.to_dict())
+    elif recorded != space.to_dict():
+        raise InputError(
+            f"study {study.name!r} in {study.url} searched another space "
+            f"({recorded}); this run's is {space.to_dict()}: use the same {what}, or another --study"
+        )
+
+
+def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None = None) -> SearchSpace:
+    """The default space for the bench's model and server, with ``space_source``'s changes.
+
+    Precision variants are in it for an ONNX model on a server tritontune launched (a remote
+    server can't be given the variant files)."""
+    defaults = default_space(
+        bench.source.base_config,
+        bench.info.capabilities,
+        slo_p99_s=slo_p99_s,
+        batch_dim_dynamic=bench.batch_dim_dynamic,
+        precision_variants=bench.owns_server,
+    )
+    return apply_space(space_source, defaults) if space_source else defaults
+
+
+def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:
+    """What export and check need to reproduce a study's results (kept from its first run)."""
+    source = bench.source
+    shape = bench.request_shape
+    return StudyContext(
+        model_repository=str(source.directory.parent.resolve()),
+        model_version=source.version,
+        model_files=source.file_digests(),
+        request_shape=RecordedRequestShape(
+            batch_size=shape.batch_size,
+            dynamic_dim=shape.dynamic_dim,
+            input_data=str(shape.input_data) if shape.input_data else None,
+        ),
+        server_version=bench.info.version,
+        launch=bench.info.launch,
+        served_via_python_backend=bench.via_python,
+        host=describe_host().to_dict(),
+        measure=asdict(measure),
+    )
+
+
+def check_host(study: TuningStudy, bench: Bench) -> None:
+    """A worker on other hardware (or another Triton) must not add its figures to the study."""
+    context = study.context()
+    recorded = HostInfo.from_dict(context.host) if context.host else None
+    differences = recorded.differences(describe_host()) if recorded else []
+    if context.server_version not in ("unknown", bench.info.version):
+        differences.append(f"Triton {context.server_version} vs {bench.info.version}")
+    if differences:
+        raise InputError(
+            f"study {study.name!r} was measured on other hardware ({'; '.join(differences)}): "
+            "figures of different machines must not mix; search as a group of your own with "
+            "--host-group NAME (or use another --study)"
+        )
+
+
+def start_study(study: TuningStudy, bench: Bench, measure: MeasureSettings, budget: int | None) -> None:
+    """The context a new study keeps, the host check of a resumed one, and this run's budget."""
+    study.ensure_context(lambda: study_context(bench, measure))
+    check_host(study, bench)
+    study.save_budget(budget)

@@ -1,0 +1,329 @@
+"""The real bench: one model on a :class:`~tritontune.serving.server.Server`.
+
+A tuning session builds configs (:class:`tritontune.config.builder.ConfigBuilder`), loads them by
+reloading the model with a config override (no restart), prepares the requests once per loaded
+config (:mod:`tritontune.measure.request_shape`), measures, and serves the model as one endpoint
+per class when a workload asks for that layout. Precision variants are files it places beside
+the model in the server's working repository. Everything about the server itself (lifetime,
+restarts, faults, the log) is the :class:`Server`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tritontune.config.builder import ConfigBuilder
+from tritontune.config.model_config import ModelConfig, copy_config
+from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel, load_model_source
+from tritontune.config.variant import FP32, Variant, variant_filename
+from tritontune.errors import InputError, ServerDiedError, ServerError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
+from tritontune.measure.mixed import ClassRequests, TrafficMeasurement, measure_traffic
+from tritontune.measure.request_shape import RequestShape, prepare_requests
+from tritontune.measure.traffic import Traffic, TrafficClass
+from tritontune.precision.convert import cache_dir as precision_cache_dir
+from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, prepare_precisions
+from tritontune.server.factory import LaunchSettings
+from tritontune.server.launcher import ServerInfo
+from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.server import Server
+
+
+class TuningSession:
+    """Use as a context manager; leaving it stops the server and removes the working files."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        *,
+        launch: LaunchSettings | None = None,
+        request_shape: RequestShape | None = None,
+        settings: MeasureSettings | None = None,
+        work_dir: Path | None = None,
+        failure_log: Path | None = None,
+    ) -> None:
+        self.source = source
+        self.request_shape = request_shape or RequestShape()
+        self.settings = settings or MeasureSettings()
+        """How a level is measured when the caller does not say."""
+        self.server = Server(
+            launch, work_dir=work_dir, failure_log=failure_log, mounts=self._linked_directories
+        )
+        self.served: ServedModel | None = None
+        self.precisions: dict[str, PrecisionCheck] = {}
+        """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
+        self._builder: ConfigBuilder | None = None
+        self._loaded: Variant | None = None
+        """The shared model's variant while it is loaded."""
+        self._built: tuple[Variant, ModelConfig] | None = None
+        self._again: Callable[[], LoadReceipt] | None = None
+        """The last load, to make again after a restart (:meth:`restart` with ``reload``)."""
+        self._requests: list[Any] = []
+        self._class_requests: dict[str, ClassRequests] = {}
+        self._endpoints: dict[str, tuple[str, ModelConfig]] = {}
+        """Class -> (served name, config) while endpoints are loaded."""
+
+    def _linked_directories(self) -> tuple[Path, ...]:
+        """Where the working repository's links lead (the user's model files, the precision
+        cache): a container must see them at the same paths."""
+        version = self.source.directory / self.source.version
+        targets = {(version / entry.name).resolve().parent for entry in version.iterdir()}
+        cache = precision_cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        return tuple(sorted(targets | {cache.resolve()}))
+
+    # -- facts -----------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def info(self) -> ServerInfo:
+        return self.server.info
+
+    @property
+    def owns_server(self) -> bool:
+        return self.server.owns_server
+
+    @property
+    def via_python(self) -> bool:
+        return bool(self.served and self.served.via_python)
+
+    @property
+    def restarts(self) -> int:
+        return self.server.restarts
+
+    @property
+    def builder(self) -> ConfigBuilder:
+        """Configs for this model on this server (known once the server is up)."""
+        if self._builder is None:
+            self._builder = ConfigBuilder(
+                self.source, self.info.capabilities, batch_size=self.request_shape.batch_size
+            )
+        return self._builder
+
+    @property
+    def batch_dim_dynamic(self) -> bool:
+        """Whether the model file takes any batch size (an ONNX graph with a dynamic first dim)."""
+        return self.builder.batch_dim_dynamic
+
+    # -- lifetime --------------------------------------------------------------------------------
+    def __enter__(self) -> TuningSession:
+        self.server.__enter__()
+        try:
+            self.served = self.server.add_model(self.source)
+        except BaseException as err:
+            self.server.__exit__(type(err), err, err.__traceback__)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.server.__exit__(exc_type, exc, tb)
+
+    def fault(self, err: ServerError) -> ServerDiedError | None:
+        return self.server.fault(err)
+
+    def restart(self, *, reload: bool = False) -> None:
+        """Restart a dead server; with ``reload``, make the last load again (the shared model's
+        config, or the endpoints).
+
+        Without it the server comes back with nothing tuned loaded (the caller loads the next
+        config): a config that may have brought the server down is not loaded again behind its
+        back."""
+        again = self._again
+        self.server.restart()
+        self._loaded, self._requests, self._class_requests, self._endpoints = None, [], {}, {}
+        self._again = None
+        if reload and again is not None:
+            again()
+
+    # -- configs ---------------------------------------------------------------------------------
+    def prepare_precisions(
+        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
+    ) -> dict[str, PrecisionCheck]:
+        """Build and accuracy-check precision variants; accepted ones become loadable.
+
+        Variants are files placed beside the model in the working repository, so they need a
+        server tritontune launched (a remote server reads its own repository).
+        """
+        if self.source.backend != ONNX_BACKEND:
+            raise InputError(
+                f"model {self.name!r} uses the {self.source.backend!r} backend: precision variants "
+                "are built for ONNX models only"
+            )
+        if any(p != FP32 for p in precisions) and not self.owns_server:
+            raise InputError(
+                "precision variants are files tritontune places in the server's model repository; "
+                "a remote server reads its own, so use --launch local (or docker)"
+            )
+        checks = prepare_precisions(
+            self.source.model_file,
+            self.source.base_config,
+            precisions,
+            input_data=self.request_shape.input_data,
+            accuracy=accuracy,
+        )
+        for precision, check in checks.items():
+            if check.accepted and precision != FP32 and check.path is not None:
+                filename = variant_filename(self.source.model_file.name, precision)
+                self.server.repository.add_file(self.source, filename, check.path)
+        self.precisions.update(checks)
+        self.builder.allow_precisions(
+            {p: None if check.accepted else check.reason for p, check in checks.items()}
+        )
+        self._built = None
+        return checks
+
+    def build(self, variant: Variant) -> ModelConfig:
+        """The tuned config for ``variant`` (the user's backend), validated for this server. The
+        last one is kept: a trial builds its config to record it, then loads it."""
+        if self._built is not None and self._built[0] == variant:
+            return copy_config(self._built[1])
+        config = self.builder.build(variant)
+        self._built = (variant, copy_config(config))
+        return config
+
+    def load(self, variant: Variant) -> LoadReceipt:
+        """Validate ``variant`` and switch the running model to it."""
+        config = self.build(variant)
+        assert self.served is not None
+        if self._endpoints:
+            self._unload_endpoints()
+        switch_s = self.server.load_model(self.name, self.served.served_config(config))
+        self._loaded, self._again = variant, partial(self.load, variant)
+        self._class_requests = {}
+        self._endpoints = {}
+        self._requests = self._prepare(self.name, config, self.request_shape)
+        return LoadReceipt({self.name: config}, switch_s)
+
+    def load_endpoints(self, variants: Mapping[str, Variant]) -> LoadReceipt:
+        """Serve the model as one endpoint per class instead of one shared model: ``NAME_class``,
+        each with its own config (the export's endpoint naming), while the shared model is
+        unloaded. A workload's class is then sent to the endpoint of its name (a client-side
+        router); :meth:`load` goes back to the shared model."""
+        served = {}
+        for role, variant in variants.items():
+            source = dataclasses.replace(self.source, name=f"{self.name}_{role}")
+            served[role] = (source, self.build(variant))
+        receipt = self._serve_endpoints(served)
+        self._again = partial(self.load_endpoints, dict(variants))
+        return receipt
+
+    def load_routes(self, routes: Mapping[str, ModelSource]) -> LoadReceipt:
+        """Serve models as they are (their own config.pbtxt, validated) and send each class of
+        a workload to its own: ``check`` of a repository exported as one endpoint per class."""
+        configs: dict[str, ModelConfig] = {}
+        for source in routes.values():
+            if source.name not in configs:
+                configs[source.name] = ConfigBuilder(source, self.info.capabilities).build(Variant())
+        receipt = self._serve_endpoints(
+            {role: (source, configs[source.name]) for role, source in routes.items()}
+        )
+        self._again = partial(self.load_routes, dict(routes))
+        return receipt
+
+    def _serve_endpoints(self, endpoints: Mapping[str, tuple[ModelSource, ModelConfig]]) -> LoadReceipt:
+        if not self.owns_server:
+            raise InputError("separate endpoints need a server tritontune launched (model files)")
+        self._unload_endpoints()
+        self.server.unload_model(self.name)
+        self._loaded, self._requests = None, []
+        switch_s = 0.0
+        configs: dict[str, ModelConfig] = {}
+        for role, (source, config) in endpoints.items():
+            if source.name not in configs:
+                served = self.server.add_model(source)
+                switch_s += self.server.load_model(source.name, served.served_config(config))
+                configs[source.name] = config
+            self._endpoints[role] = (source.name, config)
+        self._class_requests = {}
+        return LoadReceipt(configs, switch_s)
+
+    def _unload_endpoints(self) -> None:
+        for name in {name for name, _ in self._endpoints.values()}:
+            self.server.unload_model(name)
+        self._endpoints = {}
+
+    def _prepare(self, model: str, config: ModelConfig, shape: RequestShape) -> list[Any]:
+        return prepare_requests(
+            model,
+            self.server.model_metadata(model),
+            shape,
+            batching=config.max_batch_size > 0,
+            protocol=self.server.endpoint().protocol,
+        )
+
+    # -- measuring -------------------------------------------------------------------------------
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
+        """Measure the loaded config at ``load``; a server that died raises ServerDiedError."""
+        if not self._requests:
+            raise ServerError("no config is loaded; call load() first")
+        self.server.check_alive()
+        measurement = measure_load(
+            self.server.endpoint(),
+            self.name,
+            self._requests,
+            load,
+            batch_size=self.request_shape.batch_size,
+            settings=settings or self.settings,
+            seed=self.request_shape.seed,
+            # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
+            metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
+        )
+        self.server.check_alive()
+        if measurement.latency.count == 0 and measurement.error_count:
+            kind, count = max(measurement.errors.items(), key=lambda item: item[1])
+            example = measurement.error_examples.get(kind) or "no message"
+            raise ServerError(f"every request to {self.name!r} failed ({kind} x{count}): {example}")
+        return measurement
+
+    def measure_traffic(
+        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
+    ) -> TrafficMeasurement:
+        """Measure every class of ``traffic`` at once, at ``total_rate`` req/s in all (each
+        class its share, its own requests and priority): against the loaded config, or, after
+        :meth:`load_endpoints`, each class against the endpoint named after it."""
+        if self._loaded is None and not self._endpoints:
+            raise ServerError("no config is loaded; call load() first")
+        if set(self._class_requests) != {c.name for c in traffic.classes}:
+            self._class_requests = {c.name: self._requests_for(c) for c in traffic.classes}
+        self.server.check_alive()
+        measurement = measure_traffic(
+            self.server.endpoint(),
+            traffic,
+            self._class_requests,
+            total_rate,
+            settings=settings or self.settings,
+            seed=self.request_shape.seed,
+        )
+        self.server.check_alive()
+        return measurement
+
+    def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
+        if self._endpoints:
+            if traffic_class.name not in self._endpoints:
+                raise InputError(
+                    f"no endpoint for the class {traffic_class.name!r} "
+                    f"(endpoints: {', '.join(sorted(self._endpoints))})"
+                )
+            model, config = self._endpoints[traffic_class.name]
+        else:
+            assert self._loaded is not None
+            model, config = self.name, self.build(self._loaded)
+        return ClassRequests(model, self._prepare(model, config, traffic_class.request))
+
+
+def open_session(model_repository: Path, model: str, **options: Any) -> TuningSession:
+    """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet)."""
+    return TuningSession(load_model_source(Path(model_repository), model), **options)

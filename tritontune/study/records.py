@@ -1,0 +1,406 @@
+"""What a study holds, typed: read with :meth:`tritontune.study.handle.TuningStudy.read` (or
+:func:`tritontune.study.handle.read_record`), never from raw attributes.
+
+Plain frozen data with the few derived properties readers share (which trials count, which are
+feasible, the best). The verdict policy (which figure to state) is
+:mod:`tritontune.study.verdict`'s; the attribute names are :mod:`tritontune.study.schema`'s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from optuna.trial import TrialState
+
+from tritontune.hostinfo import WorkerId
+from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.traffic import Layout, Traffic
+from tritontune.study import verdict as verdicts
+from tritontune.study.figures import (
+    CapacityFigure,
+    Finalist,
+    Interval,
+    OperatingPoint,
+    PlayoffResult,
+)
+from tritontune.study.schema import ContextKey, StudyKind, request_shape_attr
+from tritontune.units import format_duration
+
+
+@dataclass(frozen=True)
+class StudyIdentity:
+    """What a single-class study is for; a study is never resumed for another identity (results
+    never mix)."""
+
+    model: str
+    slo_p99_s: float
+    load_mode: LoadMode
+
+    def describe(self) -> str:
+        return f"model {self.model!r}, p99 SLO {format_duration(self.slo_p99_s)}, {self.load_mode} load"
+
+
+@dataclass(frozen=True)
+class WorkloadIdentity:
+    """What a workload study is for: the model and the traffic mix (its classes as written)."""
+
+    model: str
+    traffic: Mapping[str, Any]
+    """``Traffic.to_dict()``."""
+
+    def describe(self) -> str:
+        names = ", ".join(str(c.get("name")) for c in self.traffic.get("classes", ()))
+        return f"model {self.model!r}, workload classes {names}"
+
+
+Identity = StudyIdentity | WorkloadIdentity
+
+
+@dataclass(frozen=True)
+class RecordedRequestShape:
+    """What each request of the search carried (``check`` sends the same)."""
+
+    batch_size: int = 1
+    dynamic_dim: int = 16
+    input_data: str | None = None
+    """The ``--input-data`` file, if the requests came from one."""
+
+
+@dataclass(frozen=True)
+class StudyContext:
+    """What ``export`` and ``check`` need to reproduce a result: where the model is, what each
+    request carried, which server and machine measured it. Written once, when a study is new."""
+
+    model_repository: str | None = None
+    model_version: str | None = None
+    model_files: dict[str, str] | None = None
+    """sha256 of the model's version files as measured (``export`` refuses changed files)."""
+    request_shape: RecordedRequestShape = field(default_factory=RecordedRequestShape)
+    server_version: str = "unknown"
+    launch: str = "local"
+    served_via_python_backend: bool = False
+    host: dict[str, Any] = field(default_factory=dict)
+    measure: dict[str, Any] = field(default_factory=dict)
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The study attributes, by name (:class:`ContextKey`)."""
+        values = asdict(self)
+        return {key: values[key] for key in ContextKey.ALL}
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> StudyContext:
+        shape = request_shape_attr(attrs) or {}
+        return cls(
+            model_repository=attrs.get(ContextKey.MODEL_REPOSITORY),
+            model_version=attrs.get(ContextKey.MODEL_VERSION),
+            model_files=attrs.get(ContextKey.MODEL_FILES),
+            request_shape=RecordedRequestShape(
+                batch_size=int(shape.get("batch_size", 1)),
+                dynamic_dim=int(shape.get("dynamic_dim", 16)),
+                input_data=shape.get("input_data"),
+            ),
+            server_version=str(attrs.get(ContextKey.SERVER_VERSION, "unknown")),
+            launch=str(attrs.get(ContextKey.LAUNCH, "local")),
+            served_via_python_backend=bool(attrs.get(ContextKey.VIA_PYTHON, False)),
+            host=dict(attrs.get(ContextKey.HOST) or {}),
+            measure=dict(attrs.get(ContextKey.MEASURE) or {}),
+        )
+
+
+@dataclass(frozen=True)
+class RecordedPrecision:
+    """A precision variant as the search checked it before measuring (accepted or not)."""
+
+    precision: str
+    accepted: bool
+    reason: str | None = None
+    accuracy: dict[str, Any] | None = None
+    """Its accuracy against FP32 (``AccuracyFigures.to_dict``)."""
+    data: str | None = None
+    """What the accuracy was judged on."""
+    recipe: dict[str, Any] | None = None
+    """How it was built (``Recipe.to_dict``), so ``export`` rebuilds the same file."""
+    recipe_label: str | None = None
+    tried: tuple[str, ...] = ()
+    calibration_data: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "precision": self.precision,
+            "accepted": self.accepted,
+            "accuracy": self.accuracy,
+            "reason": self.reason,
+            "data": self.data,
+            "recipe": self.recipe,
+            "recipe_label": self.recipe_label,
+            "tried": list(self.tried),
+            "calibration_data": self.calibration_data,
+        }
+
+    @classmethod
+    def from_dict(cls, precision: str, data: Mapping[str, Any]) -> RecordedPrecision:
+        return cls(
+            precision=str(data.get("precision", precision)),
+            accepted=bool(data.get("accepted", False)),
+            reason=data.get("reason"),
+            accuracy=data.get("accuracy"),
+            data=data.get("data"),
+            recipe=data.get("recipe"),
+            recipe_label=data.get("recipe_label"),
+            tried=tuple(data.get("tried") or ()),
+            calibration_data=data.get("calibration_data"),
+        )
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial as the study keeps it (of either kind of study)."""
+
+    number: int
+    params: dict[str, Any]
+    """The point of the space (what the sampler proposed)."""
+    knobs: dict[str, Any]
+    """The config's knobs as applied (:func:`tritontune.config.variant.describe_config`)."""
+    operating_point: OperatingPoint | None
+    """A single-class trial's figure."""
+    config_pbtxt: str
+    duration_s: float | None
+    error: str | None = None
+    accuracy: dict[str, Any] | None = None
+    """For a precision variant: its accuracy against FP32 (shown wherever its speed is)."""
+    state: TrialState = TrialState.COMPLETE
+    switch_s: float | None = None
+    """Seconds the server took to switch to this config."""
+    interrupted: bool = False
+    """Cut off by Ctrl-C (measured again when the search resumes)."""
+    duplicate_of: int | None = None
+    """A re-proposal of that trial's point: its result told again, not measured."""
+    server_restarts: int = 0
+    """Times the server died under this config and was restarted (it is measured once more
+    after a death; a second one fails the trial)."""
+    worker: WorkerId | None = None
+    """The worker that ran it (None in studies made before workers were recorded)."""
+    surplus: bool = False
+    """Started when other workers' trials already filled the budget: not measured."""
+    started: dt.datetime | None = None
+    finished: dt.datetime | None = None
+    capacity: CapacityFigure | None = None
+    """A workload trial's figure."""
+
+    @property
+    def lost(self) -> bool:
+        """Failed without a reason: its worker was gone (the config was queued again)."""
+        return (
+            self.state == TrialState.FAIL
+            and self.error is None
+            and not self.interrupted
+            and self.duplicate_of is None
+            and not self.surplus
+        )
+
+    @property
+    def feasible(self) -> bool:
+        if self.capacity is not None:
+            return self.capacity.feasible
+        return self.operating_point is not None and self.operating_point.feasible
+
+    @property
+    def throughput(self) -> float:
+        return self.operating_point.throughput if self.operating_point else 0.0
+
+    @property
+    def value(self) -> float:
+        """What the search maximized: throughput, or a workload trial's total rate."""
+        return (self.total_rate or 0.0) if self.capacity is not None else self.throughput
+
+    @property
+    def total_rate(self) -> float | None:
+        """A workload trial's value: the highest total rate with every objective met (None:
+        not measured)."""
+        return self.capacity.highest_rate if self.capacity is not None else None
+
+    @property
+    def counted(self) -> bool:
+        """Counts towards ``--trials``: a distinct config that finished (measured or failed), not
+        one cut off by Ctrl-C, nor a re-proposal of a known point."""
+        if self.duplicate_of is not None or self.surplus:
+            return False
+        if self.state == TrialState.COMPLETE:
+            return True
+        return self.state == TrialState.FAIL and not self.interrupted and not self.lost
+
+
+@dataclass(frozen=True)
+class ConfirmedPoint:
+    """Studies made before the playoff: the winner's operating point re-measured once with
+    longer windows (the confirmation the playoff replaced)."""
+
+    trial: int
+    operating_point: OperatingPoint
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """Everything a single-class study holds, typed."""
+
+    name: str
+    identity: StudyIdentity
+    created: str = ""
+    tritontune_version: str = ""
+    space: dict[str, Any] | None = None
+    precisions: dict[str, RecordedPrecision] = field(default_factory=dict)
+    """The precision checks made before the search, by precision (accepted or not)."""
+    baseline: OperatingPoint | None = None
+    baseline_config_pbtxt: str | None = None
+    confirmed: ConfirmedPoint | None = None
+    """Studies made before the playoff: the winner re-measured once."""
+    playoff: PlayoffResult | None = None
+    context: StudyContext = field(default_factory=StudyContext)
+    trials: tuple[TrialResult, ...] = ()
+    """Every trial, in order (running, interrupted and duplicate ones included)."""
+    budget_trials: int | None = None
+    """The ``--trials`` of the latest run (for the ETA of ``tritontune status``)."""
+
+    kind = StudyKind.SINGLE_CLASS
+
+    @property
+    def running(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.state == TrialState.RUNNING]
+
+    @property
+    def lost(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.lost]
+
+    @property
+    def results(self) -> list[TrialResult]:
+        """Completed, counted trials, best (feasible, highest throughput) first."""
+        done = [t for t in self.trials if t.state == TrialState.COMPLETE and t.counted]
+        return sorted(done, key=lambda r: (r.feasible, r.throughput), reverse=True)
+
+    @property
+    def failed(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.state == TrialState.FAIL and t.counted]
+
+    @property
+    def feasible(self) -> list[TrialResult]:
+        return [r for r in self.results if r.feasible]
+
+    @property
+    def best(self) -> TrialResult | None:
+        feasible = self.feasible
+        return feasible[0] if feasible else None
+
+    def confirmed_point(self, trial_number: int) -> OperatingPoint | None:
+        """The confirmed operating point of ``trial_number``, if the search made one for it."""
+        if self.confirmed is not None and self.confirmed.trial == trial_number:
+            return self.confirmed.operating_point
+        return None
+
+    def verdict(self) -> list[verdicts.BestPoint]:
+        """The configs to state and export, best first (:func:`tritontune.study.verdict.ranked`)."""
+        return verdicts.ranked(self)
+
+    def best_point(self) -> verdicts.BestPoint | None:
+        """The winner with the one figure every output states for it; None when nothing met the
+        SLO, or when the playoff found that nothing held."""
+        ranked = self.verdict()
+        return ranked[0] if ranked else None
+
+    def gain_of(self, point: verdicts.BestPoint) -> Interval | None:
+        """``point``'s gain over the baseline (:func:`tritontune.study.verdict.gain_of`)."""
+        return verdicts.gain_of(self, point)
+
+    def gain(self, throughput: float) -> float | None:
+        """``throughput`` over the baseline's, minus one (0.25: 25 % more); None without a
+        feasible baseline to compare with."""
+        return verdicts.gain_over_baseline(self.baseline, throughput)
+
+
+@dataclass(frozen=True)
+class WorkloadFinal:
+    """A workload study's final rounds: each finalist's total rate per round, and the winner
+    they decided (:func:`tritontune.study.verdict.workload_winner`)."""
+
+    finalists: tuple[Finalist, ...]
+    winner: Finalist | None
+
+    @classmethod
+    def decided(cls, finalists: tuple[Finalist, ...]) -> WorkloadFinal:
+        """The final rounds with their winner picked by the verdict's rule."""
+        return cls(finalists, verdicts.workload_winner(finalists))
+
+    @property
+    def baseline(self) -> Finalist | None:
+        return next((f for f in self.finalists if f.trial is None), None)
+
+    def best_of(self, layout: Layout) -> Finalist | None:
+        """The best finalist served in ``layout`` (the baseline is a shared model)."""
+        return verdicts.workload_winner(
+            [f for f in self.finalists if f.layout == layout and f.trial is not None]
+        )
+
+    @property
+    def gain(self) -> float | None:
+        """The winner's median over the baseline's (same rounds)."""
+        winner, baseline = self.winner, self.baseline
+        if winner is None or baseline is None or baseline.median <= 0:
+            return None
+        return winner.median / baseline.median
+
+    @property
+    def layout_ratio(self) -> float | None:
+        """The best shared config's median over the endpoints' (> 1: sharing wins)."""
+        shared, endpoints = self.best_of(Layout.SHARED), self.best_of(Layout.ENDPOINTS)
+        if shared is None or endpoints is None or endpoints.median <= 0:
+            return None
+        return shared.median / endpoints.median
+
+    def to_dict(self) -> dict[str, Any]:
+        winner = self.winner
+        return {
+            "winner": winner.to_dict() if winner else None,
+            "gain_over_baseline": self.gain,
+            "shared_over_endpoints": self.layout_ratio,
+            "finalists": [f.to_dict() for f in self.finalists],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkloadFinal:
+        winner = data.get("winner")
+        return cls(
+            tuple(Finalist.from_dict(f) for f in data.get("finalists") or ()),
+            Finalist.from_dict(winner) if winner else None,
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadStudyRecord:
+    """Everything a workload study (``search --workload``) holds, typed."""
+
+    name: str
+    model: str
+    traffic: Traffic
+    context: StudyContext
+    trials: tuple[TrialResult, ...]
+    """Every trial, in order (as :attr:`StudyRecord.trials`)."""
+    final: WorkloadFinal | None
+    """The final rounds; None until run."""
+    created: str = ""
+    tritontune_version: str = ""
+    space: dict[str, Any] | None = None
+    budget_trials: int | None = None
+
+    kind = StudyKind.WORKLOAD
+
+    @property
+    def results(self) -> list[TrialResult]:
+        """The measured (or failed) trials, best first; re-proposals left out."""
+        done = [t for t in self.trials if t.counted]
+        return sorted(done, key=lambda t: -(t.total_rate or -1.0))
+
+    @property
+    def running(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.state == TrialState.RUNNING]

@@ -1,0 +1,91 @@
+"""The verdict: which configs a study stands behind, and the one figure to state for each.
+
+Every output (the CLI's summary, the results JSON, the report, ``export``'s tuning record)
+states the figures chosen here, so a config is never quoted at one figure on screen and another
+in its record:
+
+- a single-class study with a playoff: the contenders that held, the winner first, at their
+  playoff figures (medians over interleaved rounds); what did not hold is left out;
+- without a playoff (``--playoff-top 0``, or older studies): the screening ranking, the winner
+  at its confirmed point where an older study re-measured it and it held;
+- a workload study: the finalist with the best median total rate over the final rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tritontune.study.figures import Finalist, Interval, OperatingPoint, PlayoffEntry
+
+if TYPE_CHECKING:
+    from tritontune.study.records import StudyRecord, TrialResult
+
+
+@dataclass(frozen=True)
+class BestPoint:
+    """A config of the verdict and the figure to state for it."""
+
+    result: TrialResult
+    point: OperatingPoint
+    confirmed: bool
+    """The figure was re-measured and held (playoff, or an older study's confirmation)."""
+    playoff: PlayoffEntry | None = None
+    """Its playoff entry: rounds, intervals, gain over the baseline within the same rounds."""
+
+    @property
+    def figures(self) -> str:
+        """Where the figure comes from: ``playoff``, ``confirmed`` (older studies) or
+        ``screening`` (the search's short measurement, not re-measured)."""
+        if self.playoff is not None:
+            return "playoff"
+        return "confirmed" if self.confirmed else "screening"
+
+
+def ranked(study: StudyRecord) -> list[BestPoint]:
+    """The configs to state and export, best first (see the module docstring)."""
+    if study.playoff is not None:
+        playoff = study.playoff
+        by_number = {t.number: t for t in study.trials}
+        return [
+            BestPoint(
+                by_number[entry.trial],
+                entry.operating_point(playoff.slo_p99_s, playoff.load_mode),
+                True,
+                entry,
+            )
+            for entry in playoff.held
+            if entry.trial in by_number
+        ]
+    out = []
+    for rank, result in enumerate(study.feasible):
+        assert result.operating_point is not None
+        confirmed = study.confirmed_point(result.number) if rank == 0 else None
+        if confirmed is not None and confirmed.feasible:
+            out.append(BestPoint(result, confirmed, True))
+        else:
+            out.append(BestPoint(result, result.operating_point, False))
+    return out
+
+
+def gain_of(study: StudyRecord, point: BestPoint) -> Interval | None:
+    """``point``'s gain over the baseline: the playoff's per-round ratios where it has them,
+    else the screening figures' ratio (an interval of one value)."""
+    if point.playoff is not None:
+        return point.playoff.gain
+    gain = gain_over_baseline(study.baseline, point.point.throughput)
+    return None if gain is None else Interval(gain, gain, gain)
+
+
+def gain_over_baseline(baseline: OperatingPoint | None, throughput: float) -> float | None:
+    """Throughput relative to the baseline's operating point (0.25 = 25 % better); None when the
+    baseline missed the SLO or measured nothing. The one definition of "gain over the baseline"."""
+    if baseline is None or not baseline.feasible or baseline.throughput <= 0:
+        return None
+    return throughput / baseline.throughput - 1
+
+
+def workload_winner(finalists: Sequence[Finalist]) -> Finalist | None:
+    """The finalist with the best median total rate (None: no finalists)."""
+    return max(finalists, key=lambda f: f.median, default=None)
