@@ -6,6 +6,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,28 +73,41 @@ def repo_copy(tmp_path: Path, example_repository: Path) -> Path:
     return target
 
 
-def tritonserver_processes() -> list[str]:
-    """Command lines of running tritonserver / Python backend stub processes."""
+@pytest.fixture
+def own_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The directory under which every server this test starts keeps its working files (TMPDIR
+    for this process and the commands it runs), so that the test looks at its own servers only,
+    whatever else runs on the machine."""
+    root = tmp_path / "servers"
+    root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def tritonserver_processes(within: Path) -> list[str]:
+    """Command lines of running tritonserver / Python backend stub processes whose files are
+    under ``within`` (see :func:`own_servers`)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [
         line
         for line in out.splitlines()
-        if ("bin/tritonserver" in line or "triton_python_backend_stub" in line) and "ps -eo" not in line
+        if ("bin/tritonserver" in line or "triton_python_backend_stub" in line)
+        and str(within) in line
+        and "ps -eo" not in line
     ]
 
 
-def orphaned_stubs(within_s: float = 5.0) -> list[str]:
-    """Python backend stubs of a tritontune server left without their server (re-parented to
-    init), after giving a reaper ``within_s`` to act."""
+def orphaned_stubs(within: Path, within_s: float = 5.0) -> list[str]:
+    """Python backend stubs of a tritontune server under ``within`` (see :func:`own_servers`)
+    left without their server (re-parented to init), after giving a reaper ``within_s`` to act."""
     deadline = time.monotonic() + within_s
     while True:
         out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
         found = [
             line.strip()
             for line in out.splitlines()[1:]
-            if "triton_python_backend_stub" in line
-            and "tritontune-server-" in line
-            and line.split()[1] == "1"
+            if "triton_python_backend_stub" in line and str(within) in line and line.split()[1] == "1"
         ]
         if not found or time.monotonic() >= deadline:
             return found

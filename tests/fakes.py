@@ -31,8 +31,9 @@ class FakeSession:
     """The measuring protocol (:class:`tritontune.serving.bench.Bench`) on a modelled server.
 
     ``kill`` maps a max_batch_size to how many times the server dies while measuring that config
-    (as if killed from outside, or crashed by it); ``refuse`` is a max_batch_size Triton refuses;
-    ``measure_delay_s`` makes each measured level take that long (a stand-in for real time).
+    (as if killed from outside, or crashed by it), ``kill_traffic`` the same for a traffic mix;
+    ``refuse`` is a max_batch_size Triton refuses; ``measure_delay_s`` makes each measured level
+    take that long (a stand-in for real time).
     """
 
     def __init__(
@@ -41,6 +42,7 @@ class FakeSession:
         kill: dict[int, int] | None = None,
         refuse: int | None = None,
         measure_delay_s: float = 0.0,
+        kill_traffic: dict[int, int] | None = None,
     ) -> None:
         self.source = source
         self.name = source.name
@@ -52,6 +54,7 @@ class FakeSession:
         self.batch_dim_dynamic = True
         self.restarts = 0
         self.kill = dict(kill or {})
+        self.kill_traffic = dict(kill_traffic or {})
         self.refuse = refuse
         self.loaded: ModelConfig | None = None
         self.measured: list[int] = []
@@ -110,6 +113,10 @@ class FakeSession:
         if self.endpoints:
             return self._measure_endpoints(traffic, total_rate)
         assert self.loaded is not None
+        if self.kill_traffic.get(self.loaded.max_batch_size, 0) > 0:
+            self.kill_traffic[self.loaded.max_batch_size] -= 1
+            self.dead = True
+            raise ServerError("inference failed: Socket closed")  # the death shows up later
         self.measured.append(self.loaded.max_batch_size)
         batching = self.loaded.dynamic_batching
         priorities = batching.priority_levels > 0

@@ -174,23 +174,23 @@ def test_impossible_variant_is_refused_before_loading(example_repository: Path):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_stops_the_server(example_repository: Path, signum: int):
-    before = set(tritonserver_processes())
+def test_ctrl_c_stops_the_server(example_repository: Path, signum: int, own_servers: Path):
+    before = set(tritonserver_processes(own_servers))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tritontune", "profile", "-r", str(example_repository),
          "-m", "mlp", "--concurrency", "1", "--warmup", "30s"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (set(tritonserver_processes()) - before):
+    while time.monotonic() < deadline and not (set(tritonserver_processes(own_servers)) - before):
         time.sleep(0.2)
-    assert set(tritonserver_processes()) - before, "tritonserver never started"
+    assert set(tritonserver_processes(own_servers)) - before, "tritonserver never started"
     time.sleep(2.0)  # model loaded, load running
     proc.send_signal(signum)
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
     assert "interrupted" in output and "Traceback" not in output
-    assert set(tritonserver_processes()) - before == set()
+    assert set(tritonserver_processes(own_servers)) - before == set()
 
 
 @pytest.mark.integration

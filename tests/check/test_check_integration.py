@@ -50,7 +50,7 @@ def junit_cases(path: Path) -> dict[str, ET.Element]:
     return {f"{c.get('classname')}.{c.get('name')}": c for c in suite.iter("testcase")}
 
 
-def test_a_freshly_exported_repository_passes(tuned: Path, tmp_path: Path):
+def test_a_freshly_exported_repository_passes(tuned: Path, tmp_path: Path, own_servers: Path):
     table = tmp_path / "rounds.csv"
     result, junit, summary = check(tuned, tmp_path, "--csv", str(table))
     assert result.exit_code == 0, result.output
@@ -70,7 +70,7 @@ def test_a_freshly_exported_repository_passes(tuned: Path, tmp_path: Path):
     text = summary.read_text()
     assert text.startswith("## tritontune check: passed")
     assert "| mlp | concurrency" in text
-    assert not tritonserver_processes()
+    assert not tritonserver_processes(own_servers)
 
 
 def test_a_tightened_slo_fails_on_p99(tuned: Path, tmp_path: Path):

@@ -50,8 +50,14 @@ def image(engine) -> str:
     return ensure_image(engine)
 
 
+#: The tritontune processes the tests started (this one, and the CLIs it ran): only their
+#: containers are looked at, whatever else runs on the machine.
+STARTED = {str(os.getpid())}
+
+
 def ours(engine) -> list:
-    return engine.containers.list(all=True, filters={"label": LABEL})
+    labelled = engine.containers.list(all=True, filters={"label": LABEL})
+    return [c for c in labelled if c.labels.get(PID_LABEL) in STARTED]
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +109,9 @@ def _profile_process(image: str, example_repository: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "tritontune", "profile", "-r", str(example_repository),
                "-m", "mlp", "--launch", "docker", "--image", image, "--concurrency", "1,2,4,8",
                "--window", "2s", "--max-windows", "20"]  # fmt: skip
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    STARTED.add(str(process.pid))
+    return process
 
 
 def _wait_for_container(engine, process: subprocess.Popen) -> None:
@@ -140,6 +148,8 @@ def test_a_stale_container_of_a_crashed_run_is_removed(engine, image, tmp_path: 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
     import socket
+
+    STARTED.add(dead)
 
     stale = engine.containers.run(
         image, ["cat"], stdin_open=True, detach=True, name="tritontune-stale-test",

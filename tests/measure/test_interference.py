@@ -32,20 +32,28 @@ def test_a_cpu_burning_process_disturbs_the_window():
     shell = burner(1.0)
     pid = int(shell.stdout.readline())  # the burner was re-parented to init: not ours
     shell.wait()
-    time.sleep(1.2)  # it burns about one core for the whole window, then ends
+    time.sleep(0.6)
+    burning = probe.others().get(pid)  # mid-window: the burner is counted as another tenant
+    time.sleep(0.6)  # it burns about one core for the whole window, then ends
     window = probe.sample()
+    assert burning is not None and burning[0] > 0, burning  # its CPU seconds so far
     assert window.other_cores >= OTHER_CORES_LIMIT, window
     assert window.disturbed
-    assert window.culprit is not None and f"pid {pid}" in window.culprit
+    # The culprit is the busiest other process: the burner on a quiet machine, maybe another
+    # tenant on a busy one (this test looks only at what it started).
+    assert window.culprit is not None and "cores)" in window.culprit
 
 
 def test_own_children_are_not_interference():
     probe = InterferenceProbe(threading.get_native_id())
     child = subprocess.Popen([sys.executable, "-c", BURN.format(seconds=1.0)])
     time.sleep(0.8)
-    window = probe.sample()  # the child burns one core all along; none of it is counted
+    counted = probe.others()  # while the child burns one core
+    window = probe.sample()
     child.wait()
-    assert window.other_cores < 0.7, window  # what the rest of a busy machine may add
+    # Only what this test started is looked at: the rest of a busy machine may add any load.
+    assert child.pid not in counted
+    assert window.culprit is None or f"pid {child.pid}," not in window.culprit, window
     assert window.culprit is None or f"pid {child.pid}," not in window.culprit
 
 

@@ -54,6 +54,33 @@ def test_bad_search_options(example_repository: Path, args, message):
     assert "Traceback" not in result.output
 
 
+WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-batch.yaml"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slo-p99", "50ms"], "--slo-p99: not with --workload: each class of the workload file"),
+        (["--load", "poisson"], "--load: not with --workload"),
+        (["--batch-size", "4"], "--batch-size: not with --workload"),
+        (["--accuracy", "cosine=0.99"], "--accuracy: not with --workload: the workload search has no"),
+        (["--csv", "levels.csv"], "--csv: not with --workload"),
+        (["--peak-qps", "100"], "--peak-qps: not with --workload"),
+    ],
+)
+def test_search_workload_refuses_what_it_would_ignore(example_repository: Path, args, message):
+    """Every option ``search --workload`` is given is honoured or refused in one line, before a
+    server starts (it used to ignore some silently)."""
+    result = search("-r", str(example_repository), "-m", "mlp", "--workload", str(WORKLOAD), *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_start_rate_is_refused_without_a_workload(example_repository: Path):
+    result = search("-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms", "--start-rate", "9")
+    assert result.exit_code == 2 and "--start-rate: only with --workload" in result.output
+
+
 def test_slo_is_required(example_repository: Path):
     result = search("-r", str(example_repository), "-m", "mlp")
     assert result.exit_code == 2
@@ -168,7 +195,9 @@ def test_study_of_another_slo_is_refused(example_repository: Path, tmp_path: Pat
 
 
 @pytest.mark.integration
-def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path: Path):
+def test_ctrl_c_then_the_same_command_resumes(
+    example_repository: Path, tmp_path: Path, own_servers: Path
+):
     space = tmp_path / "space.yaml"
     space.write_text(
         "max_batch_size: [16, 64]\nmax_queue_delay: {min: 200us, max: 4ms}\n"
@@ -182,7 +211,7 @@ def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path
         "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
         "--playoff-top", "2", "--playoff-rounds", "2",
     ]  # fmt: skip
-    before = set(tritonserver_processes())
+    before = set(tritonserver_processes(own_servers))
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + 240
@@ -197,7 +226,7 @@ def test_ctrl_c_then_the_same_command_resumes(example_repository: Path, tmp_path
     output = "".join(lines) + rest
     assert proc.returncode == 130, output
     assert "run the same command again to resume" in output
-    assert set(tritonserver_processes()) - before == set()
+    assert set(tritonserver_processes(own_servers)) - before == set()
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr

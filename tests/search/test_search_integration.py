@@ -177,7 +177,8 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
     progress = SearchProgress(on_trial_start=kill_during_second_trial)
     result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2), progress)
     assert killed and session.server.launcher.pid != killed[0]
-    assert orphaned_stubs() == []  # the killed server's backend stubs were stopped on restart
+    # the killed server's backend stubs were stopped on restart
+    assert orphaned_stubs(session.server.work_dir) == []
     assert result.restarts == 1 and not result.failed
     record = result.study
     second = [t for t in record.trials if t.counted][1]

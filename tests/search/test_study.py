@@ -14,7 +14,12 @@ from tritontune.search.optimize import default_study_name
 from tritontune.search.space import DIMENSIONS
 from tritontune.study.figures import OperatingPoint
 from tritontune.study.handle import TuningStudy
-from tritontune.study.records import StudyIdentity
+from tritontune.study.records import (
+    RecordedRequestShape,
+    StudyContext,
+    StudyIdentity,
+    WorkloadIdentity,
+)
 from tritontune.study.storage import open_storage
 
 IDENTITY = StudyIdentity(model="mlp", slo_p99_s=0.05, load_mode=LoadMode.CONCURRENCY)
@@ -151,3 +156,41 @@ def test_dashboard_values_sit_beside_the_point_and_old_trials_read_the_same():
         {"max_batch_size": 8},
         {"max_batch_size": 16, "max_queue_delay": 2000},
     ]
+
+
+def test_old_studies_of_each_kind_read_their_request_shape_and_traffic_apart():
+    """Studies used to keep both the request payload (single-class) and the traffic mix
+    (workload) under one attribute, ``workload``: a workload study's context then read the mix as
+    a request shape. Each reads as what it was, and a new study keeps them under their names."""
+    old_single = optuna.create_study(storage=optuna.storages.InMemoryStorage(), direction="maximize")
+    for key, value in {
+        "model": "mlp", "slo_p99_s": 0.05, "load_mode": "concurrency",
+        "workload": {"batch_size": 4, "dynamic_dim": 8, "input_data": "/data/in.json"},
+    }.items():  # fmt: skip
+        old_single.set_user_attr(key, value)
+    shape = read_study(old_single).context.request_shape
+    assert (shape.batch_size, shape.dynamic_dim, shape.input_data) == (4, 8, "/data/in.json")
+
+    traffic = {"classes": [{"name": "interactive", "share": 1.0, "slo_p99": "20ms"}]}
+    old_workload = optuna.create_study(storage=optuna.storages.InMemoryStorage(), direction="maximize")
+    for key, value in {"model": "mlp", "workload": traffic, "server_version": "2.51.0"}.items():
+        old_workload.set_user_attr(key, value)
+    handle = TuningStudy.of(old_workload)
+    assert handle.kind == "workload"
+    record = handle.read_workload()
+    assert [c.name for c in record.traffic.classes] == ["interactive"]
+    assert record.context.request_shape.batch_size == 1  # no shape recorded: the default, not the mix
+    assert record.context.server_version == "2.51.0" and record.final is None
+    with pytest.raises(InputError, match="is a workload study"):
+        handle.read()
+
+    new = TuningStudy.create_or_resume(
+        optuna.storages.InMemoryStorage(),
+        "w",
+        identity=WorkloadIdentity("mlp", traffic),
+        sampler=optuna.samplers.RandomSampler(0),
+    )
+    new.ensure_context(lambda: StudyContext(request_shape=RecordedRequestShape(batch_size=2)))
+    again = new.read_workload()
+    assert again.traffic.classes[0].name == "interactive"
+    assert again.context.request_shape.batch_size == 2

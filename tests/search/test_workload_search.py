@@ -148,3 +148,44 @@ def test_a_remote_server_measures_no_endpoints(session):
     session.owns_server = False
     result = run_workload_search(session, SPACE, TRAFFIC, settings(trials=3, rounds=1))
     assert result.best_of(Layout.ENDPOINTS) is None and result.layout_ratio is None
+
+
+def test_a_best_config_without_dynamic_batching_is_split_into_endpoints_that_build(session):
+    """``search --workload`` on the example lost its six trials when the best one had no dynamic
+    batcher: its endpoint split set priority levels, which Triton refuses without the batcher.
+    Such a config's endpoints only split the instances, and the search finishes with them."""
+    plain = point_variant(SPACE, TRAFFIC, {"max_batch_size": 64, "dynamic_batching": False})
+    split = endpoint_variants(TRAFFIC, plain, instances=2, admission=16)
+    for variant in split.values():
+        assert variant.priority_levels is None and variant.max_queue_size is None
+        session.build(variant)  # Triton's rules (tritontune's validation): no ConfigError
+    no_batcher = SearchSpace({"max_batch_size": Choice((64,)), "dynamic_batching": Choice((False,))})
+    result = run_workload_search(session, no_batcher, TRAFFIC, settings(trials=2, rounds=1))
+    endpoints = result.best_of(Layout.ENDPOINTS)
+    assert endpoints is not None and len(endpoints.rates) == 1
+    assert result.winner is not None
+
+
+def test_a_dead_server_in_a_workload_trial_is_restarted_and_the_config_measured_again(
+    example_repository: Path,
+):
+    """The one loop's fault policy: a server that dies once under a config is restarted and the
+    config measured again; one that dies twice fails that trial only, with the reason."""
+    source = load_model_source(example_repository, "mlp")
+    one = SearchSpace({**SPACE.dimensions, "max_batch_size": Choice((16,))})
+    once = FakeSession(source, kill_traffic={16: 1})
+    (trial,) = run_workload_search(once, one, TRAFFIC, settings(trials=1, rounds=1)).trials
+    assert trial.server_restarts == 1 and trial.capacity is not None and trial.error is None
+    assert once.restarts == 1
+    twice = FakeSession(source, kill_traffic={16: 2})
+    result = run_workload_search(twice, one, TRAFFIC, settings(trials=1, rounds=1))
+    (trial,) = result.trials
+    assert trial.capacity is None and trial.error.startswith("brought the server down 2 times")
+    assert trial.server_restarts == 2 and twice.restarts == 2
+    assert result.baseline is not None  # the search went on to its final rounds
+
+
+def test_the_search_honours_its_deadline(session):
+    """``--timeout``: no trial starts after the deadline (the workload search ignored it)."""
+    result = run_workload_search(session, SPACE, TRAFFIC, settings(trials=None, timeout_s=1e-9))
+    assert result.trials == [] and result.trials_this_run == 0

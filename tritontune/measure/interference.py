@@ -149,11 +149,11 @@ class InterferenceProbe:
         self._at = time.monotonic()
         self._steal = _steal_seconds()
         self._loadgen = self._loadgen_seconds()
-        self._cpu = self._other_cpu_seconds()
+        self._cpu = self.others()
 
     def sample(self) -> WindowLoad:
         at, steal, loadgen = time.monotonic(), _steal_seconds(), self._loadgen_seconds()
-        cpu = self._other_cpu_seconds()
+        cpu = self.others()
         wall = max(at - self._at, 1e-6)
         used: dict[int, float] = {}
         for pid, (seconds, created, _) in cpu.items():
@@ -183,8 +183,9 @@ class InterferenceProbe:
                 return thread.user_time + thread.system_time
         return 0.0
 
-    def _other_cpu_seconds(self) -> dict[int, tuple[float, float, str]]:
-        """CPU seconds, start time and name of every process that is not ours nor a server."""
+    def others(self) -> dict[int, tuple[float, float, str]]:
+        """By pid, the CPU seconds, start time and name of every process that is neither ours
+        nor a server: the ones a window counts."""
         ours = {self._me.pid} | {child.pid for child in _children(self._me)}
         found = {}
         for process in psutil.process_iter(["name", "cpu_times", "create_time"]):

@@ -184,16 +184,21 @@ def endpoint_variants(
     """The other layout of a config: one endpoint per class, each with ``variant``'s knobs and no
     priority levels (it serves one class), the class's queue timeout as its queue's, the
     admission bound on the endpoints of classes that may be shed, and the class's share of the
-    ``instances`` by inference demand (rate x batch size), at least one each."""
+    ``instances`` by inference demand (rate x batch size), at least one each. A config without
+    the dynamic batcher has no scheduler queue: its endpoints only split the instances."""
     fractions = traffic.fractions()
     demand = {c.name: fractions[c.name] * c.request.batch_size for c in traffic.classes}
     total = sum(demand.values())
     out = {}
     for c in traffic.classes:
         timeout = c.request.timeout_us or None
+        share = max(1, round(instances * demand[c.name] / total))
+        if variant.wants_dynamic_batching() is False:
+            out[c.name] = dataclasses.replace(variant, instance_count=share)
+            continue
         out[c.name] = dataclasses.replace(
             variant,
-            instance_count=max(1, round(instances * demand[c.name] / total)),
+            instance_count=share,
             priority_levels=0,
             default_priority_level=None,
             priority_queue_policies=(),
@@ -213,6 +218,7 @@ class TrafficObjective:
     space: SearchSpace
     traffic: Traffic
     start_rate: float = DEFAULT_START_RATE
+    measure: MeasureSettings = WORKLOAD_MEASURE
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
@@ -228,15 +234,17 @@ class TrafficObjective:
 
     def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
         switch_s = bench.load(variant).switch_s
-        capacity = traffic_capacity(bench, self.traffic, self.start_rate)
+        capacity = traffic_capacity(bench, self.traffic, self.start_rate, self.measure)
         return Evaluation(capacity.figure(), switch_s)
 
 
-def traffic_capacity(bench: Bench, traffic: Traffic, start_rate: float) -> TrafficCapacity:
+def traffic_capacity(
+    bench: Bench, traffic: Traffic, start_rate: float, settings: MeasureSettings | None = None
+) -> TrafficCapacity:
     """The capacity of what is loaded (one shared model, or one endpoint per class)."""
 
     def measure(rate: float) -> TrafficMeasurement:
-        return bench.measure_traffic(traffic, rate)
+        return bench.measure_traffic(traffic, rate, settings)
 
     return find_traffic_capacity(measure, traffic, start=start_rate)
 
@@ -263,7 +271,7 @@ def run_workload_search(
     use_space(study, space)
     start_study(study, session, settings.measure, settings.trials)
     restarts_before = session.restarts
-    objective = TrafficObjective(space, traffic, settings.start_rate)
+    objective = TrafficObjective(space, traffic, settings.start_rate, settings.measure)
     outcome = optimize(
         study,
         objective,
@@ -309,7 +317,9 @@ def _final_rounds(
             session.load_endpoints(entry.load)
         else:
             session.load(entry.load)
-        capacity = traffic_capacity(session, objective.traffic, objective.start_rate)
+        capacity = traffic_capacity(
+            session, objective.traffic, objective.start_rate, objective.measure
+        )
         last[entry.finalist.label] = capacity
         return capacity
 

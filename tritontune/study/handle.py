@@ -61,7 +61,7 @@ class TuningStudy:
     ) -> None:
         self.optuna_study = study
         """The Optuna study itself, for Optuna's own tools (visualization, the sampler)."""
-        self._storage = storage
+        self._backend = storage
         self.url = url
         self.resumed = resumed
 
@@ -73,9 +73,9 @@ class TuningStudy:
     @property
     def storage(self) -> optuna.storages.BaseStorage:
         """The storage the study was opened in (workers coordinate through it)."""
-        if self._storage is None:
+        if self._backend is None:
             raise InputError(f"study {self.name!r} was given without its storage")
-        return self._storage
+        return self._backend
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
