@@ -67,7 +67,10 @@ def make_study(
         study.tell_measured(trial, point(throughput, 0.03), switch_s=0.5)
     if confirmed is not None:
         best = max(range(len(throughputs)), key=lambda i: throughputs[i])
-        study.save_confirmed(best, confirmed)
+        # as studies made before the playoff kept it: the winner re-measured once
+        study.optuna_study.set_user_attr(
+            "confirmed", {"trial": best, "operating_point": confirmed.to_dict()}
+        )
     if playoff is not None:
         study.save_playoff(playoff)
     return study

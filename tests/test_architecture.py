@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from tritontune.cli import app
@@ -89,14 +90,27 @@ SERVER_FLAGS = (
 )  # fmt: skip
 
 
-def test_the_launch_options_are_defined_once():
+def test_the_shared_options_are_defined_once():
     sources = [p.read_text() for p in (PACKAGE / "cli").glob("*.py")]
-    assert sum(text.count('"--server-arg"') for text in sources) == 1
-    assert sum(text.count("launch_settings(") for text in sources) == 2  # its definition, one call
+    for flag in ('"--server-arg"', '"Real inputs to calibrate', 'envvar="TRITONTUNE_URL"'):
+        assert sum(text.count(flag) for text in sources) == 1, flag
+    assert sum(text.count("def launch_settings(") for text in sources) == 1
 
 
-@pytest.mark.parametrize("command", ["search", "profile", "check"])
-def test_every_server_command_takes_every_launch_option(command: str):
-    shown = CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
-    missing = [flag for flag in SERVER_FLAGS if flag not in shown]
-    assert missing == []
+PRECISION_FLAGS = ("--accuracy", "--accuracy-kind", "--calibration", "--calibration-data")
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        ("search", SERVER_FLAGS + PRECISION_FLAGS),
+        ("profile", SERVER_FLAGS + PRECISION_FLAGS),
+        ("check", SERVER_FLAGS),
+    ],
+)
+def test_every_command_takes_its_groups_options(command: str, flags: tuple[str, ...]):
+    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    taken = {opt for param in params for opt in param.opts}
+    assert [flag for flag in flags if flag not in taken] == []
+    shown = CliRunner().invoke(app, [command, "--help"]).output
+    assert "--server-log" in shown  # and --help lists them

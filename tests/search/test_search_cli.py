@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import tritonserver_processes
 from tritontune.cli import app
+from tritontune.study.handle import TuningStudy
 
 runner = CliRunner()
 
@@ -109,8 +110,8 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     assert [f["trial"] for f in data["finalists"]][-1] is None  # the baseline, measured too
     assert all(len(f["total_rates_per_s"]) == 1 for f in data["finalists"])
     assert "Little's law" in html.unescape(report.read_text())
-    study = optuna.load_study(study_name="mlp-workload-interactive-batch", storage=storage)
-    assert study.user_attrs["workload"]["classes"][0]["name"] == "interactive"
+    study = TuningStudy.open_existing(storage, "mlp-workload-interactive-batch").read_workload()
+    assert study.traffic.classes[0].name == "interactive"
     status = runner.invoke(app, ["status", "--storage", storage, "--study", data["study"]])
     assert status.exit_code == 2 and "is a workload study" in status.output
     assert "layouts: one shared model" in result.output  # the endpoints were measured too

@@ -31,7 +31,7 @@ from tritontune.cli._common import (
     progress_bar,
     user_errors,
 )
-from tritontune.cli._server_options import server_options
+from tritontune.cli._option_groups import server_options
 from tritontune.measure.measurement import Measurement
 from tritontune.report.inference_csv import check_rows, write_inference_csv
 from tritontune.server.factory import LaunchSettings

@@ -12,10 +12,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     Progress,
     ProgressColumn,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -27,14 +29,11 @@ from tritontune.cli._config import config_defaults
 from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import (
     AccuracyFigures,
-    OutputKind,
-    parse_output_kinds,
-    parse_tolerance,
 )
-from tritontune.precision.prepare import AccuracySettings
-from tritontune.precision.recipe import parse_calibration
 from tritontune.serving.session import TuningSession
 from tritontune.study.figures import Interval
+from tritontune.study.records import TrialResult
+from tritontune.units import format_duration
 
 
 class _ConfigGroup(TyperGroup):
@@ -158,38 +157,6 @@ BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per reques
 InputDataOption = Annotated[
     Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
 ]
-AccuracyOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Accuracy bounds for precision variants against FP32, applied to every output, e.g. "
-        "cosine=0.995,cosine_p5=0.98,top1=0.98,kl=0.01,rel=0.05,max_abs=0.1 (defaults depend on "
-        "the precision and each output's kind)."
-    ),
-]
-AccuracyKindOption = Annotated[
-    str | None,
-    typer.Option(
-        help="What the outputs are, for the accuracy gate: embedding, classifier or regression "
-        "(every output), or per output, e.g. logits=classifier,pooled=embedding (default: read "
-        "from the graph and the output names)."
-    ),
-]
-CalibrationOption = Annotated[
-    str,
-    typer.Option(
-        help="int8_static calibration: auto (minmax, then percentile, then entropy, until one "
-        "passes the accuracy gate), minmax, percentile or entropy."
-    ),
-]
-CalibrationDataOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="Real inputs to calibrate int8_static on (perf_analyzer's --input-data format); "
-        "then every --input-data sample judges accuracy. Default: half of --input-data.",
-        exists=True,
-        dir_okay=False,
-    ),
-]
 StorageOption = Annotated[
     str,
     typer.Option(
@@ -254,22 +221,6 @@ def interval_text(interval: Interval | None, *, percent: bool = False) -> str:
     return f"{interval.median:,.0f} [{interval.low:,.0f}-{interval.high:,.0f}]"
 
 
-def accuracy_settings(
-    accuracy: str | None,
-    accuracy_kind: str | None,
-    calibration: str,
-    calibration_data: Path | None,
-    declared_kinds: Mapping[str, OutputKind] | None = None,
-) -> AccuracySettings:
-    """The precision options of a command, parsed (``--accuracy-kind`` over ``declared_kinds``)."""
-    return AccuracySettings(
-        tolerance=parse_tolerance(accuracy) if accuracy else {},
-        output_kinds=parse_output_kinds(accuracy_kind) if accuracy_kind else dict(declared_kinds or {}),
-        calibrations=parse_calibration(calibration),
-        calibration_data=calibration_data,
-    )
-
-
 def accuracy_text(accuracy: dict | None) -> str:
     """``SCORES (classifier): top-1 100.0% [128 samples]`` for a precision variant, else ``""``."""
     return AccuracyFigures.from_dict(accuracy).summary() if accuracy else ""
@@ -285,6 +236,30 @@ def progress_bar(*columns: ProgressColumn) -> Progress:
         console=err_console,
         transient=True,
     )
+
+
+class TrialsDisplay:
+    """The trial lines of a search's progress bar (single-class and workload alike): which trial
+    runs, each one's outcome, the best so far and the ETA."""
+
+    def __init__(self, bar: Progress, task: TaskID, unit: str) -> None:
+        self.bar, self.task, self.unit = bar, task, unit
+
+    def start(self, n: int, total: int | None, point: dict) -> None:
+        self.bar.update(self.task, description=f"trial {n}/{total or '?'}")
+
+    def done(
+        self, result: TrialResult, best: TrialResult | None, eta: float | None, what: str, shown: str
+    ) -> None:
+        """``what`` the trial measured (escaped here) and ``shown``, its figure (rich markup)."""
+        self.bar.advance(self.task)
+        best_text = (
+            f"best {best.value:,.0f} {self.unit} (trial {best.number})" if best else "no best yet"
+        )
+        eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
+        self.bar.update(self.task, status=best_text + eta_text)
+        outcome = f"[red]failed[/]: {escape(result.error)}" if result.error else shown
+        err_console.print(f"trial {result.number}: {escape(what)} -> {outcome}", highlight=False)
 
 
 @contextmanager

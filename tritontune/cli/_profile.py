@@ -14,17 +14,12 @@ from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
 from tritontune.cli._common import (
-    AccuracyKindOption,
-    AccuracyOption,
     BatchSizeOption,
-    CalibrationDataOption,
-    CalibrationOption,
     ConfigOption,
     CsvOption,
     InputDataOption,
     ModelOption,
     RepositoryOption,
-    accuracy_settings,
     accuracy_text,
     app,
     console,
@@ -35,7 +30,7 @@ from tritontune.cli._common import (
     progress_bar,
     user_errors,
 )
-from tritontune.cli._server_options import server_options
+from tritontune.cli._option_groups import precision_options, server_options
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
@@ -117,6 +112,7 @@ def _levels_table(result: ProfileResult) -> Table:
 
 @app.command()
 @server_options
+@precision_options
 def profile(
     ctx: typer.Context,
     model_repository: RepositoryOption,
@@ -144,10 +140,6 @@ def profile(
         str | None,
         typer.Option(help="onnxruntime graph optimization: all (default), extended, basic, disabled."),
     ] = None,
-    accuracy: AccuracyOption = None,
-    accuracy_kind: AccuracyKindOption = None,
-    calibration: CalibrationOption = "auto",
-    calibration_data: CalibrationDataOption = None,
     param: Annotated[
         list[str] | None,
         typer.Option(help="Backend parameter KEY=VALUE (repeatable), e.g. intra_op_thread_count=1."),
@@ -203,6 +195,7 @@ def profile(
     csv_out: CsvOption = None,
     *,
     server: LaunchSettings,
+    precision_checks: AccuracySettings,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
     with user_errors(ctx):
@@ -237,7 +230,6 @@ def profile(
         elif max_queue_size is not None:
             variant = dataclasses.replace(variant, max_queue_size=max_queue_size)
         loads = _loads(concurrency, request_rate, arrival) if traffic is None else []
-        precision_checks = accuracy_settings(accuracy, accuracy_kind, calibration, calibration_data)
         settings = MeasureSettings(
             warmup_s=parse_duration(warmup, what="--warmup"),
             window_s=max(parse_duration(window, what="--window"), 0.05),

@@ -13,18 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from tritontune.cli._common import (
-    AccuracyKindOption,
-    AccuracyOption,
     BatchSizeOption,
-    CalibrationDataOption,
-    CalibrationOption,
     ConfigOption,
     CsvOption,
     InputDataOption,
     ModelOption,
     RepositoryOption,
     StorageOption,
-    accuracy_settings,
+    TrialsDisplay,
     accuracy_text,
     app,
     console,
@@ -38,15 +34,15 @@ from tritontune.cli._common import (
     user_errors,
     write_results,
 )
+from tritontune.cli._option_groups import precision_options, server_options
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
-from tritontune.cli._server_options import server_options
 from tritontune.cli._workload import search_workload
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import read_traffic
-from tritontune.precision.prepare import PrecisionCheck
+from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
@@ -93,6 +89,7 @@ def _space_source(value: str | SpaceSource) -> SpaceSource:
 
 @app.command()
 @server_options
+@precision_options
 def search(
     ctx: typer.Context,
     model_repository: RepositoryOption,
@@ -155,10 +152,6 @@ def search(
     max_windows: Annotated[
         int, typer.Option(help="Windows per load level before giving up on stability.", min=3)
     ] = SEARCH_MEASURE.max_windows,
-    accuracy: AccuracyOption = None,
-    accuracy_kind: AccuracyKindOption = None,
-    calibration: CalibrationOption = "auto",
-    calibration_data: CalibrationDataOption = None,
     playoff_top: Annotated[
         int,
         typer.Option(
@@ -176,6 +169,7 @@ def search(
     peak_qps: PeakOption = None,
     *,
     server: LaunchSettings,
+    precision_checks: AccuracySettings,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO (with --workload: the
     highest total rate at which every class of a mixed workload meets its objective; each class's
@@ -232,13 +226,12 @@ def search(
             storage=storage,
             study_name=study,
             host_group=host_group,
-            accuracy=accuracy_settings(
-                accuracy,
-                accuracy_kind,
-                calibration,
-                calibration_data,
-                declared_kinds=space_file_output_kinds(space) if space else None,
-            ),  # fmt: skip
+            accuracy=replace(  # the space file may declare the outputs' kinds; the flag rules
+                precision_checks,
+                output_kinds=precision_checks.output_kinds or space_file_output_kinds(space),
+            )
+            if space
+            else precision_checks,
             measure=measure,
             playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
         )
@@ -337,22 +330,11 @@ def _search_with_progress(
             source = "measured now" if measured else "from the study"
             err_console.print(f"baseline ({source}): {_op_text(op, unit)}", highlight=False)
 
-        def trial_start(n: int, total: int | None, point: dict) -> None:
-            bar.update(task, description=f"trial {n}/{total or '?'}")
+        trials = TrialsDisplay(bar, task, "infer/s")
 
         def trial_done(result: TrialResult, best: TrialResult | None, eta: float | None) -> None:
-            bar.advance(task)
-            best_text = f"best {best.throughput:,.0f}/s (trial {best.number})" if best else "no best yet"
-            eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
-            bar.update(task, status=best_text + eta_text)
-            if result.error:
-                outcome = f"[red]failed[/]: {escape(result.error)}"
-            else:
-                outcome = _op_text(result.operating_point, unit)
-            err_console.print(
-                f"trial {result.number}: {escape(_point_text(result.params))} -> {outcome}",
-                highlight=False,
-            )
+            shown = _op_text(result.operating_point, unit)
+            trials.done(result, best, eta, _point_text(result.params), shown)
             levels = result.operating_point.levels if result.operating_point else []
             for note in sorted({lv.disturbance for lv in levels if lv.disturbance}):
                 err_console.print(f"  [yellow]machine disturbed[/]: {escape(note)}", highlight=False)
@@ -395,7 +377,7 @@ def _search_with_progress(
             SearchProgress(
                 baseline_start,
                 baseline,
-                trial_start,
+                trials.start,
                 trial_done,
                 precisions,
                 playoff_start,

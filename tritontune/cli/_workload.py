@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.markup import escape
 from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
 from tritontune.cli._common import (
+    TrialsDisplay,
     console,
     err_console,
     kept_log_said,
@@ -32,7 +32,6 @@ from tritontune.search.workload_search import (
 from tritontune.serving.session import TuningSession
 from tritontune.study.figures import Finalist
 from tritontune.study.records import TrialResult
-from tritontune.units import format_duration
 
 
 def search_workload(
@@ -109,20 +108,11 @@ def _search_with_progress(
     with progress_bar(BarColumn(), TextColumn("{task.fields[status]}")) as bar:
         task = bar.add_task("trials", total=settings.trials, status="")
 
-        def trial_start(n: int, total: int | None, point: dict) -> None:
-            bar.update(task, description=f"trial {n}/{total or '?'}")
+        trials = TrialsDisplay(bar, task, "req/s")
 
         def trial_done(trial: TrialResult, best: TrialResult | None, eta: float | None) -> None:
-            bar.advance(task)
-            best_text = f"best {best.value:,.0f} req/s (trial {best.number})" if best else "no best yet"
-            eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
-            bar.update(task, status=best_text + eta_text)
-            if trial.error:
-                shown = f"[red]failed[/]: {escape(trial.error)}"
-            else:
-                shown = f"{trial.value:,.0f} req/s"
-            knobs = escape(knobs_summary(trial.knobs)) if trial.knobs else ""
-            err_console.print(f"  trial {trial.number}: {knobs} -> {shown}", highlight=False)
+            knobs = knobs_summary(trial.knobs) if trial.knobs else ""
+            trials.done(trial, best, eta, knobs, f"{trial.value:,.0f} req/s")
 
         def final_round(round_number: int, finalist: Finalist, rate: float | None) -> None:
             bar.update(task, description=f"final round {round_number}: {finalist.label}")
@@ -134,7 +124,7 @@ def _search_with_progress(
             space,
             traffic,
             settings,
-            WorkloadSearchProgress(trial_start, trial_done, final_round),
+            WorkloadSearchProgress(trials.start, trial_done, final_round),
         )
 
 

@@ -15,14 +15,7 @@ import yaml
 
 from tritontune.config.model_config import config_digest, parse_config_text, write_config
 from tritontune.errors import InputError
-from tritontune.export.staging import (
-    ExportResult,
-    copy_files,
-    measured_on,
-    measured_source,
-    model_files,
-    write_models,
-)
+from tritontune.export import staging
 from tritontune.measure.traffic import Layout
 from tritontune.record import WORKLOAD_FILE, WorkloadRecord, write_record
 from tritontune.study.figures import Finalist
@@ -36,7 +29,7 @@ def export_workload(
     storage: str,
     model_repository: Path | None = None,
     force: bool = False,
-) -> ExportResult:
+) -> staging.ExportResult:
     """Export the winner of a workload study's final rounds (see the module docstring)."""
     winner = study.final.winner if study.final else None
     if study.final is None or winner is None:
@@ -55,13 +48,13 @@ def export_workload(
             "tuned config to export"
         )
     baseline = study.final.baseline
-    source, digests = measured_source(study.name, study.model, study.context, model_repository)
+    source, digests = staging.measured_source(study.name, study.model, study.context, model_repository)
     traffic = study.traffic
 
     def write(name: str, staged: Path) -> WorkloadRecord:
         config = parse_config_text(winner.models[name], source=f"study {study.name!r}, model {name}")
         config.name = name
-        copy_files(model_files(source), staged)
+        staging.copy_files(staging.model_files(source), staged)
         write_config(config, staged / "config.pbtxt")
         data_files = {}
         for c in traffic.classes:
@@ -81,7 +74,7 @@ def export_workload(
             knobs=_endpoint_knobs(winner, name),
             config_sha256=config_digest(config),
             model_files=dict(digests),
-            **measured_on(study.context),
+            **staging.measured_on(study.context),
             tuned_from={
                 "model": source.name,
                 "study": study.name,
@@ -92,7 +85,9 @@ def export_workload(
         write_record(record, staged)
         return record
 
-    return write_models(Path(out), list(winner.models), force, write, ExportResult(out=Path(out)))
+    return staging.write_models(
+        Path(out), list(winner.models), force, write, staging.ExportResult(out=Path(out))
+    )
 
 
 def _endpoint_knobs(winner: Finalist, model: str) -> dict:

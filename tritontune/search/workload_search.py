@@ -317,9 +317,7 @@ def _final_rounds(
             session.load_endpoints(entry.load)
         else:
             session.load(entry.load)
-        capacity = traffic_capacity(
-            session, objective.traffic, objective.start_rate, objective.measure
-        )
+        capacity = traffic_capacity(session, objective.traffic, objective.start_rate, objective.measure)
         last[entry.finalist.label] = capacity
         return capacity
 

@@ -239,15 +239,6 @@ class TritonClient:
         except (InferenceServerException, OSError):
             return False
 
-    def repository_index(self) -> list[dict]:
-        index = self._call("repository index", self._client.get_model_repository_index, **self._json())
-        return list(index) if isinstance(index, list) else list(index.get("models", []))
-
-    def model_statistics(self, name: str) -> ModelStatsSnapshot:
-        """Cumulative counters for ``name`` (all versions summed)."""
-        response = self._call(f"statistics of {name!r}", self._client.get_inference_statistics, name)
-        return snapshot_from_json(response) if self._http else snapshot_from_statistics(response)
-
     def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Prometheus metrics: family name -> [(labels, value), ...]."""
         if not self.metrics_url:

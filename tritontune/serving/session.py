@@ -14,7 +14,6 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
@@ -123,13 +122,9 @@ class TuningSession:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.server.__exit__(exc_type, exc, tb)
+    def __exit__(self, *exc_info: Any) -> None:
+        """Stop the server (see :meth:`Server.__exit__`)."""
+        self.server.__exit__(*exc_info)
 
     def fault(self, err: ServerError) -> ServerDiedError | None:
         return self.server.fault(err)

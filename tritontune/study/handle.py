@@ -192,11 +192,6 @@ class TuningStudy:
         self._set(StudyKey.BASELINE, point.to_dict())
         self._set(StudyKey.BASELINE_CONFIG, config_pbtxt)
 
-    def save_confirmed(self, trial_number: int, point: OperatingPoint) -> None:
-        """A winner re-measured once, as studies made before the playoff kept it (tests build
-        such studies with it)."""
-        self._set(StudyKey.CONFIRMED, {"trial": trial_number, "operating_point": point.to_dict()})
-
     def save_playoff(self, result: PlayoffResult) -> None:
         self._set(StudyKey.PLAYOFF, result.to_dict())
 

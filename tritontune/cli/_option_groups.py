@@ -1,11 +1,13 @@
-"""The launch and client options, defined once for every command that runs a server.
+"""Groups of options shared by several commands, each defined once.
 
-``search``, ``profile`` and ``check`` each take the same fourteen options (where the server comes
-from, and how requests reach it). Rather than repeat them in each signature, a command declares
-one parameter ``server: LaunchSettings`` and is decorated with :func:`server_options`: the
-decorator adds the options to the command's signature (so typer, ``--help``, the config file and
-the environment variables see them as the command's own) and hands the command one parsed
-:class:`~tritontune.server.factory.LaunchSettings`.
+``search``, ``profile`` and ``check`` take the same fourteen launch and client options (where the
+server comes from, and how requests reach it); ``search`` and ``profile`` the same four precision
+options (how variants are judged and calibrated). Rather than repeat them in each signature, a
+command declares one parameter for the parsed group and is decorated with the group
+(:data:`server_options`: ``server: LaunchSettings``; :data:`precision_options`:
+``precision_checks: AccuracySettings``): the decorator adds the options to the command's
+signature (so typer, ``--help``, the config file and the environment variables see them as the
+command's own) and hands the command the group's settings, parsed.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ import click
 import typer
 
 from tritontune.cli._common import user_errors
+from tritontune.precision.accuracy import parse_output_kinds, parse_tolerance
+from tritontune.precision.prepare import AccuracySettings
+from tritontune.precision.recipe import parse_calibration
 from tritontune.server.docker import DEFAULT_IMAGE, DockerSettings
 from tritontune.server.endpoint import client_settings
 from tritontune.server.factory import LaunchKind, LaunchSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: The parameter a decorated command declares to receive the parsed options.
-SETTINGS_PARAMETER = "server"
 
 
 def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -36,8 +38,8 @@ def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
     )
 
 
-#: The options, in the order ``--help`` lists them.
-OPTIONS: tuple[inspect.Parameter, ...] = (
+#: The launch and client options, in the order ``--help`` lists them.
+SERVER_OPTIONS: tuple[inspect.Parameter, ...] = (
     _option(
         "launch",
         Annotated[
@@ -172,7 +174,6 @@ OPTIONS: tuple[inspect.Parameter, ...] = (
         None,
     ),
 )
-NAMES = tuple(option.name for option in OPTIONS)
 
 
 def launch_settings(values: dict[str, Any]) -> LaunchSettings:
@@ -195,22 +196,100 @@ def launch_settings(values: dict[str, Any]) -> LaunchSettings:
     )
 
 
-def server_options(command: F) -> F:
-    """Give ``command`` the launch and client options (see the module docstring). A bad value
-    (``--launch nowhere``, a certificate without its key) is the one-line error of any option."""
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.name != SETTINGS_PARAMETER]
+#: The precision options: how precision variants are judged and calibrated.
+PRECISION_OPTIONS: tuple[inspect.Parameter, ...] = (
+    _option(
+        "accuracy",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="Accuracy bounds for precision variants against FP32, applied to every "
+                "output, e.g. cosine=0.995,cosine_p5=0.98,top1=0.98,kl=0.01,rel=0.05,max_abs=0.1 "
+                "(defaults depend on the precision and each output's kind)."
+            ),
+        ],
+        None,
+    ),
+    _option(
+        "accuracy_kind",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="What the outputs are, for the accuracy gate: embedding, classifier or "
+                "regression (every output), or per output, e.g. logits=classifier,pooled=embedding "
+                "(default: read from the graph and the output names)."
+            ),
+        ],
+        None,
+    ),
+    _option(
+        "calibration",
+        Annotated[
+            str,
+            typer.Option(
+                help="int8_static calibration: auto (minmax, then percentile, then entropy, until "
+                "one passes the accuracy gate), minmax, percentile or entropy."
+            ),
+        ],
+        "auto",
+    ),
+    _option(
+        "calibration_data",
+        Annotated[
+            Path | None,
+            typer.Option(
+                help="Real inputs to calibrate int8_static on (perf_analyzer's --input-data "
+                "format); then every --input-data sample judges accuracy. Default: half of "
+                "--input-data.",
+                exists=True,
+                dir_okay=False,
+            ),
+        ],
+        None,
+    ),
+)
 
-    @functools.wraps(command)
-    def with_settings(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in NAMES}
-        with user_errors(click.get_current_context(silent=True)):  # type: ignore[arg-type]
-            kwargs[SETTINGS_PARAMETER] = launch_settings(values)
-        return command(*args, **kwargs)
 
-    with_settings.__signature__ = signature.replace(parameters=[*own, *OPTIONS])  # type: ignore[attr-defined]
-    with_settings.__annotations__ = {
-        **{p.name: p.annotation for p in own},
-        **{p.name: p.annotation for p in OPTIONS},
-    }
-    return with_settings  # type: ignore[return-value]
+def accuracy_settings(values: dict[str, Any]) -> AccuracySettings:
+    """The precision options' values (by parameter name) as one :class:`AccuracySettings`."""
+    kinds = values["accuracy_kind"]
+    return AccuracySettings(
+        tolerance=parse_tolerance(values["accuracy"]) if values["accuracy"] else {},
+        output_kinds=parse_output_kinds(kinds) if kinds else {},
+        calibrations=parse_calibration(values["calibration"]),
+        calibration_data=values["calibration_data"],
+    )
+
+
+def option_group(
+    options: tuple[inspect.Parameter, ...], parameter: str, parse: Callable[[dict[str, Any]], Any]
+) -> Callable[[F], F]:
+    """A decorator that adds ``options`` to a command and hands it ``parse(values)`` as its
+    parameter ``parameter``. A bad value is the one-line error of any option."""
+    names = tuple(option.name for option in options)
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != parameter]
+
+        @functools.wraps(command)
+        def with_group(*args: Any, **kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in names}
+            with user_errors(click.get_current_context(silent=True)):  # type: ignore[arg-type]
+                kwargs[parameter] = parse(values)
+            return command(*args, **kwargs)
+
+        with_group.__signature__ = signature.replace(parameters=[*own, *options])  # type: ignore[attr-defined]
+        with_group.__annotations__ = {
+            **{p.name: p.annotation for p in own},
+            **{p.name: p.annotation for p in options},
+        }
+        return with_group  # type: ignore[return-value]
+
+    return decorate
+
+
+#: ``server: LaunchSettings`` from the launch and client options.
+server_options = option_group(SERVER_OPTIONS, "server", launch_settings)
+#: ``precision_checks: AccuracySettings`` from the precision options.
+precision_options = option_group(PRECISION_OPTIONS, "precision_checks", accuracy_settings)
