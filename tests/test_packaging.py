@@ -64,3 +64,41 @@ def test_the_ci_example_installs_tritontune_from_the_checkout():
     ]
     assert installs == ['pip install "${TRITONTUNE_SOURCE}[local]"']
     assert workflow["env"]["TRITONTUNE_SOURCE"] == "."
+
+
+WITHOUT_ORT = (
+    "import sys\n"
+    "sys.modules['onnxruntime'] = None  # as if neither onnxruntime build were installed\n"
+    "from tritontune.cli import app\n"
+    "app(sys.argv[1:], prog_name='tritontune')\n"
+)
+
+
+def test_without_onnxruntime_version_and_help_answer_and_its_users_say_what_to_install():
+    """``pip install tritontune`` with no extra: the CLI starts; only what needs onnxruntime (a
+    precision variant here) says so, with the install line."""
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", WITHOUT_ORT, *args], capture_output=True, text=True, timeout=120
+        )
+
+    version = run("--version")
+    assert version.returncode == 0 and "tritontune" in version.stdout, version.stderr
+    shown = run("search", "--help")
+    assert shown.returncode == 0 and "--slo-p99" in shown.stdout, shown.stderr
+
+    from tritontune.errors import InputError
+    from tritontune.precision import runtime
+
+    sys.modules["onnxruntime"], saved = None, sys.modules.get("onnxruntime")  # type: ignore[assignment]
+    try:
+        with pytest.raises(InputError, match=r"needs onnxruntime for .*tritontune\[cpu\]"):
+            runtime.onnxruntime_module("precision variants")
+    finally:
+        if saved is not None:
+            sys.modules["onnxruntime"] = saved
+        else:
+            del sys.modules["onnxruntime"]

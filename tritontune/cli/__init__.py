@@ -4,16 +4,7 @@ Each command is a private module that registers itself on :data:`app`; ``_common
 they share (consoles, the one-line error boundary, options).
 """
 
-import importlib.util
-import sys
-
-if importlib.util.find_spec("onnxruntime") is None:  # not a base dependency: one build or the other
-    sys.exit(
-        "error: tritontune needs onnxruntime: pip install 'tritontune[cpu]' (any host) or "
-        "'tritontune[gpu]' (onnxruntime-gpu, on a CUDA host); never both"
-    )
-
-from tritontune.cli import (  # noqa: E402, F401 - registers the commands
+from tritontune.cli import (  # noqa: F401 - registers the commands
     _check,
     _export,
     _profile,
@@ -21,4 +12,4 @@ from tritontune.cli import (  # noqa: E402, F401 - registers the commands
     _search,
     _status,
 )
-from tritontune.cli._common import app, run  # noqa: E402, F401 - the console entry points
+from tritontune.cli._common import app, run  # noqa: F401 - the console entry points

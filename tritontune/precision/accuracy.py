@@ -22,14 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime
 
 from tritontune.config.variant import Precision
 from tritontune.enums import TextEnum
 from tritontune.errors import InputError
+from tritontune.precision.runtime import onnxruntime_module
 
 Batch = dict[str, np.ndarray]
 
@@ -362,16 +363,17 @@ def _p_is_2(node: onnx.NodeProto) -> bool:
 # ---------------------------------------------------------------------------------- comparing
 
 
-def _session(model: Path) -> onnxruntime.InferenceSession:
+def _session(model: Path) -> Any:
     """On the GPU when onnxruntime-gpu sees one (``tritontune[gpu]``), else the CPU: FP32 and the
     variant always run on the same provider, so the comparison is like for like."""
-    options = onnxruntime.SessionOptions()
+    ort = onnxruntime_module("the accuracy check of precision variants")
+    options = ort.SessionOptions()
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(str(model), options, providers=accuracy_providers())
+    return ort.InferenceSession(str(model), options, providers=accuracy_providers())
 
 
 def accuracy_providers() -> list[str]:
-    available = onnxruntime.get_available_providers()
+    available = onnxruntime_module("the accuracy check").get_available_providers()
     if "CUDAExecutionProvider" in available:
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
@@ -380,7 +382,7 @@ def accuracy_providers() -> list[str]:
 _ORT_TO_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
-def _feeds(session: onnxruntime.InferenceSession, batch: Batch) -> Batch:
+def _feeds(session: Any, batch: Batch) -> Batch:
     """Cast float inputs to what ``session`` takes (an ``fp16_io`` variant takes FP16)."""
     feeds = {}
     for spec in session.get_inputs():

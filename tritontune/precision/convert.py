@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime
 
 from tritontune.config.repository import file_sha256
 from tritontune.config.variant import FP32, Precision
@@ -38,6 +37,7 @@ from tritontune.precision.recipe import (
     keep_float_nodes,
     model_family,
 )
+from tritontune.precision.runtime import onnxruntime_module
 
 #: Every precision tritontune can build, in the order they are shown.
 PRECISIONS = tuple(Precision)
@@ -115,7 +115,7 @@ def build_variant(
             (
                 file_sha256(model),
                 json.dumps(recipe.to_dict(), sort_keys=True),
-                onnxruntime.__version__,
+                onnxruntime_module("precision variants").__version__,
                 _calibration_digest(calibration) if recipe.precision == Precision.INT8_STATIC else "",
             )
         ).encode()
@@ -176,7 +176,8 @@ def preprocessed(model: Path, folder: Path) -> Path:
     is tried first; a graph it can't complete gets ONNX's own shape inference instead."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    target = folder / f"{file_sha256(model)[:32]}.{onnxruntime.__version__}.pre.onnx"
+    version = onnxruntime_module("precision variants").__version__
+    target = folder / f"{file_sha256(model)[:32]}.{version}.pre.onnx"
     if target.is_file():
         return target
     source = Path(model).resolve()

@@ -21,6 +21,7 @@ from types import TracebackType
 from tritontune.config.model_config import ModelConfig
 from tritontune.config.repository import ModelSource, ServedModel, WorkingRepository
 from tritontune.errors import ServerDiedError, ServerError
+from tritontune.precision.runtime import onnxruntime_module
 from tritontune.server.client import TritonClient
 from tritontune.server.endpoint import Endpoint
 from tritontune.server.factory import LaunchSettings, make_launcher
@@ -158,7 +159,10 @@ class Server:
         as the remote server serves it."""
         if not self.owns_server:
             return ServedModel(source, via_python=False)
-        return self.repository.add(source, self.info.capabilities.backends)
+        served = self.repository.add(source, self.info.capabilities.backends)
+        if served.via_python:  # its model.py runs onnxruntime in this Python
+            onnxruntime_module(f"serving {source.model_file.name} through the Python backend")
+        return served
 
     def load_model(self, name: str, config: ModelConfig | None = None) -> float:
         """Load (or reload) ``name`` with ``config``; returns the seconds the switch took. A
