@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo minilm test unit integration lint format bench clean
+.PHONY: setup system-deps test-env demo profile-demo minilm test unit integration lint format docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -82,13 +82,23 @@ integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check tritontune tests bench examples
-	$(VENV)/bin/ruff format --check tritontune tests bench examples
+	$(VENV)/bin/ruff check tritontune tests bench examples docs
+	$(VENV)/bin/ruff format --check tritontune tests bench examples docs
 	$(VENV)/bin/mypy
 
 format: setup
-	$(VENV)/bin/ruff check --fix tritontune tests bench examples
-	$(VENV)/bin/ruff format tritontune tests bench examples
+	$(VENV)/bin/ruff check --fix tritontune tests bench examples docs
+	$(VENV)/bin/ruff format tritontune tests bench examples docs
+
+# The documentation site (docs/, mkdocs.yml) into site/. Strict: a broken link or anchor, a page
+# out of the nav or a command without its page fails it. NO_MKDOCS_2_WARNING quiets the Material
+# theme's notice about its successor, which is not about this site.
+$(VENV)/.docs-installed: pyproject.toml | setup
+	$(PY) -m pip install -q -e '.[docs]'
+	@touch $@
+
+docs: setup $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # Load generator vs perf_analyzer (needs libb64-0d from Debian; installed here when root).
 bench: setup $(MINILM)
@@ -99,4 +109,4 @@ bench: setup $(MINILM)
 	$(PY) bench/distributed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info site

@@ -3,8 +3,8 @@
 The file is read into click's ``default_map`` of the command being run, so a value from the
 file is parsed and validated exactly as the same flag's value would be (its type, its range,
 the command's own checks), and a flag on the command line still wins: click consults the
-default map only for options the command line left out. Layout (see README, "One config
-file"):
+default map only for options the command line left out. Layout (see
+docs/reference/config-file.md):
 
 .. code-block:: yaml
 
