@@ -170,3 +170,22 @@ def test_the_example_config_file_is_valid(tmp_path: Path):
     for command in ("status", "report"):  # every section's keys are checked by any command
         result = run_cli(command, "-f", str(example), "--storage", f"sqlite:///{tmp_path}/none.db")
         assert result.output.startswith("error: --storage"), result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("launch: bogus\n", "launch: --launch: 'bogus' is not one of local, docker, remote"),
+        ("calibration: kl\n", "calibration: --calibration: 'kl' is not one of"),
+    ],
+)
+def test_a_bad_value_of_a_shared_option_group_names_the_file_and_key(
+    tmp_path: Path, example_repository: Path, text: str, message: str
+):
+    config = tmp_path / "tritontune.yaml"
+    config.write_text(text)
+    result = runner.invoke(
+        app, ["profile", "-f", str(config), "-r", str(example_repository), "-m", "mlp"]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{config}: {message}" in result.output

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import click
 import typer
 
 from tritontune.cli._common import user_errors
@@ -275,7 +274,9 @@ def option_group(
         @functools.wraps(command)
         def with_group(*args: Any, **kwargs: Any) -> Any:
             values = {name: kwargs.pop(name) for name in names}
-            with user_errors(click.get_current_context(silent=True)):  # type: ignore[arg-type]
+            # the command's own context: an error about a value from a config file names it
+            context = kwargs.get("ctx")
+            with user_errors(context):
                 kwargs[parameter] = parse(values)
             return command(*args, **kwargs)
 
