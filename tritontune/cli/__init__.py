@@ -16,6 +16,7 @@ if importlib.util.find_spec("onnxruntime") is None:  # not a base dependency: on
 from tritontune.cli import (  # noqa: E402, F401 - registers the commands
     _check,
     _export,
+    _import_ma,
     _profile,
     _report,
     _search,
