@@ -21,6 +21,7 @@ LAYERS = {
     "__main__": 10,
     "report": 8,
     "profile": 7,
+    "migrate": 7,
     "search": 6,
     "check": 6,
     "export": 6,

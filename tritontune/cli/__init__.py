@@ -7,6 +7,7 @@ they share (consoles, the one-line error boundary, options).
 from tritontune.cli import (  # noqa: F401 - registers the commands
     _check,
     _export,
+    _import_ma,
     _profile,
     _report,
     _search,
