@@ -88,7 +88,7 @@ def own_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def tritonserver_processes(within: Path) -> list[str]:
     """Command lines of running tritonserver / Python backend stub processes whose files are
     under ``within`` (see :func:`own_servers`)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [
         line
         for line in out.splitlines()
@@ -103,7 +103,9 @@ def orphaned_stubs(within: Path, within_s: float = 5.0) -> list[str]:
     left without their server (re-parented to init), after giving a reaper ``within_s`` to act."""
     deadline = time.monotonic() + within_s
     while True:
-        out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True
+        ).stdout
         found = [
             line.strip()
             for line in out.splitlines()[1:]

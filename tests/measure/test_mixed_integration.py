@@ -121,11 +121,11 @@ def test_two_endpoints_each_serve_their_class_and_the_shared_model_comes_back(se
             "batch": Variant(max_queue_delay_us=5000, instance_count=1),
         }
     )
-    assert not configs["interactive"].HasField("dynamic_batching")
-    assert session.client.is_model_ready("mlp_interactive") and session.client.is_model_ready(
-        "mlp_batch"
-    )
-    assert not session.client.is_model_ready("mlp")
+    assert not configs.configs["mlp_interactive"].HasField("dynamic_batching")
+    assert session.server.client.is_model_ready(
+        "mlp_interactive"
+    ) and session.server.client.is_model_ready("mlp_batch")
+    assert not session.server.client.is_model_ready("mlp")
     measured = session.measure_traffic(traffic, 100)
     assert set(measured.server) == {"mlp_interactive", "mlp_batch"}
     # Each endpoint got its class only: one sample per request there, eight here.
@@ -135,7 +135,7 @@ def test_two_endpoints_each_serve_their_class_and_the_shared_model_comes_back(se
     assert measured.meets(traffic), measured.verdicts(traffic)
 
     session.load(Variant(max_queue_delay_us=1000))
-    assert session.client.is_model_ready("mlp")
-    assert not session.client.is_model_ready("mlp_batch")
+    assert session.server.client.is_model_ready("mlp")
+    assert not session.server.client.is_model_ready("mlp_batch")
     shared = session.measure_traffic(traffic, 100)
     assert set(shared.server) == {"mlp"}

@@ -32,7 +32,7 @@ def test_a_variant_is_what_the_server_runs(example_repository: Path, tmp_path: P
         checks = session.prepare_precisions(["fp32", "int8_dynamic"])
         assert checks["int8_dynamic"].accepted
         session.load(Variant(precision="int8_dynamic", max_queue_delay_us=1000))
-        served = session.client.model_config("mlp")
+        served = session.server.client.model_config("mlp")
         assert served.parameters["onnx_model_file"].string_value == "model.int8_dynamic.onnx"
         m = session.measure(LoadSpec.concurrency(4))
         assert m.error_count == 0 and m.throughput > 0
@@ -58,7 +58,7 @@ def test_search_over_precisions_then_export_the_winner(example_repository: Path,
                            measure=FAST),
         )  # fmt: skip
     assert set(result.precisions) == {"fp32", "int8_dynamic"}
-    assert result.precisions["int8_dynamic"]["accepted"]
+    assert result.precisions["int8_dynamic"].accepted
     by_precision = {r.knobs.get("precision", "fp32"): r for r in result.results}
     assert set(by_precision) == {"fp32", "int8_dynamic"}
     assert by_precision["fp32"].accuracy is None
@@ -130,13 +130,13 @@ def test_the_real_model_through_triton_int8_wins_and_is_exported(real_model, tmp
                            playoff=PlayoffSettings(top=2, rounds=3, measure=settings)),
         )  # fmt: skip
     check = result.precisions["int8_dynamic"]
-    assert check["accepted"] and "per-channel" in check["recipe_label"]
-    assert check["accuracy"]["outputs"][0]["kind"] == "embedding"
+    assert check.accepted and check.recipe_label and "per-channel" in check.recipe_label
+    assert check.accuracy and check.accuracy["outputs"][0]["kind"] == "embedding"
     assert result.winner is not None
     assert result.winner.result.knobs.get("precision") == "int8_dynamic", result.to_dict()["playoff"]
     export_studies([Endpoint("minilm")], storage, tmp_path / "tuned")
     record = read_record(tmp_path / "tuned" / "minilm" / RECORD_FILE)
-    assert record.precision["recipe"] == check["recipe_label"]
+    assert record.precision["recipe"] == check.recipe_label
     assert record.precision["accuracy"]["cosine"] >= 0.985
 
 

@@ -122,8 +122,8 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
 def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> None:
     """The winner exported and checked on the real server, as it serves the workload: with the
     layout it won in, then (the study's final edited) as one endpoint per class. The check sends
-    half the recorded capacity (--tolerance 50%: it must pass on a busy machine), then (shared
-    layout) 50x it, and must fail."""
+    half the recorded capacity (--tolerance 50%, 3 rounds: it must pass on a busy machine), then
+    (shared layout) 50x it in one round, and must fail."""
     study = optuna.load_study(study_name=data["study"], storage=storage)
     final = study.user_attrs["workload_final"]
     endpoints = next(f for f in final["finalists"] if f["layout"] == "endpoints")
@@ -143,8 +143,8 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
         assert names == (["mlp"] if layout == "shared" else ["mlp_batch", "mlp_interactive"])
         junit = tmp_path / f"{layout}.xml"
         checked = runner.invoke(
-            app, ["check", str(out), "--tolerance", "50%", "--rounds", "1", "--junit", str(junit)]
-        )
+            app, ["check", str(out), "--tolerance", "50%", "--rounds", "3", "--junit", str(junit)]
+        )  # the median of 3 rounds: one round disturbed by the machine must not fail the test
         assert checked.exit_code == 0, checked.output
         assert "met in rounds" in checked.output and "check passed: 1/1" in checked.output
         assert 'name="class interactive"' in junit.read_text()

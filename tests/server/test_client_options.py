@@ -84,7 +84,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
         opened = session.measure(LoadSpec.rate(40))
         assert opened.error_count == 0 and opened.send_lag_p99_s is not None
     finally:
-        session.close()
+        session.__exit__(None, None, None)
     # gRPC: the same header as metadata (its key lowered), control and load
     # (Triton's gRPC expects the key with its own prefix)
     grpc_header = ((f"Triton-Grpc-Protocol-{KEY}", SECRET),)
@@ -94,7 +94,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
         session.load(Variant(max_batch_size=8))
         assert session.measure(LoadSpec.concurrency(2)).error_count == 0
     finally:
-        session.close()
+        session.__exit__(None, None, None)
     # without the header the server refuses to load: the header is what it checked
     for url, protocol in ((http_url, ClientProtocol.HTTP), (launcher.info.grpc_url, None)):
         session = _remote_session(source, served, url, ClientSettings(protocol=protocol))
@@ -102,7 +102,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
             with pytest.raises((ModelLoadError, ServerError), match="(?i)restricted|unavailable"):
                 session.load(Variant(max_batch_size=8))
         finally:
-            session.close()
+            session.__exit__(None, None, None)
 
 
 def _openssl(*args: str) -> None:
@@ -153,7 +153,7 @@ def test_grpc_tls_with_a_client_certificate(example_repository: Path, tmp_path: 
             measured = session.measure(LoadSpec.concurrency(2))
             assert measured.error_count == 0 and measured.latency.count > 0
         finally:
-            session.close()
+            session.__exit__(None, None, None)
         refused = {
             "no client certificate": ClientSettings(tls=TlsSettings(ca=certs["ca.pem"])),
             "system CAs only": ClientSettings(tls=TlsSettings()),

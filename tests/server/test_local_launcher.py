@@ -47,7 +47,7 @@ def test_start_load_stop_leaves_nothing(example_repository: Path, tmp_path: Path
         client.close()
     assert not pid_alive(pid)
     assert not list(SHM_DIR.glob(f"{prefix}*"))
-    assert not [p for p in tritonserver_processes() if str(work.root) in p]
+    assert not tritonserver_processes(work.root)
 
 
 def test_model_that_fails_to_load_shows_tritons_reason(repo_copy: Path, tmp_path: Path):
