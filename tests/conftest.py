@@ -17,6 +17,19 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_REPOSITORY = ROOT / "examples" / "model_repository"
 
 
+#: The tier a test belongs to follows from the real parts it uses (``make unit``, ``make
+#: integration``, ``pytest -m "not docker"``, ...): a test using one of these fixtures gets its
+#: marker without having to say so.
+MARKER_OF_FIXTURE = {"real_model": "real_model", "postgres_url": "postgres", "engine": "docker"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            if fixture in MARKER_OF_FIXTURE:
+                item.add_marker(MARKER_OF_FIXTURE[fixture])
+
+
 @pytest.fixture(scope="session")
 def example_repository() -> Path:
     """The bundled example repository (read-only: tests must not change it)."""
@@ -160,7 +173,7 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
         ):
             settings = SearchSettings(
                 slo_p99_s=slo, trials=trials, seed=1, storage=storage, study_name=name, measure=fast,
-                playoff=PlayoffSettings(top=2, rounds=3, measure=fast),
+                playoff=PlayoffSettings(top=2, rounds=3, measure=fast), max_load=64,
             )  # fmt: skip
             result = run_search(session, space, settings)
             assert result.winner is not None, f"the {name} study found no config that held its SLO"

@@ -58,6 +58,8 @@ class FakeSession:
         self.refuse = refuse
         self.loaded: ModelConfig | None = None
         self.measured: list[int] = []
+        self.capacity_scale = 1.0
+        """What the modelled server's capacity is multiplied by (a busier machine)."""
         self.loads: list[int] = []
         self.interrupt_after: int | None = None
         self.baseline_measured = False
@@ -123,7 +125,7 @@ class FakeSession:
         bounded = any(p.max_queue_size for p in batching.priority_queue_policy.values()) or (
             batching.default_queue_policy.max_queue_size > 0
         )
-        capacity = 100.0 * (self.loaded.max_batch_size or 1)
+        capacity = 100.0 * (self.loaded.max_batch_size or 1) * self.capacity_scale
         rates = traffic.rates(total_rate)
         demand = sum(rates[c.name] * c.request.batch_size for c in traffic.classes)
         utilization = min(demand / capacity, 0.999)
@@ -157,7 +159,7 @@ class FakeSession:
         figures = []
         for c in traffic.classes:
             config = self.endpoints[c.name]
-            capacity = 100.0 * (config.max_batch_size or 1) / len(self.endpoints)
+            capacity = 100.0 * (config.max_batch_size or 1) / len(self.endpoints) * self.capacity_scale
             offered = rates[c.name]
             served = min(offered, capacity / c.request.batch_size)
             utilization = min(offered * c.request.batch_size / capacity, 0.999)

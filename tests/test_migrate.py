@@ -410,8 +410,9 @@ perf_analyzer_flags:
         "is stable (window, max_windows); not taken",
         f"{where}.shape: INPUT:256: tritontune sends the load with its own generator (no "
         "perf_analyzer); not taken",
-        f"{where}.request-rate-range: 100:1000:100: tritontune ramps the load itself until p99 "
-        "meets the SLO (no bounds to set) (load: poisson, Poisson arrivals); the range is not taken",
+        f"{where}.request-rate-range: 100:1000:100: tritontune ramps the load itself from the "
+        "lowest one until p99 misses the SLO (load: poisson, Poisson arrivals); the range is not "
+        "taken",
     )
 
 
@@ -552,7 +553,7 @@ def test_search_settings():
         "checkpoint_directory: ckpt",
         "override_output_model_repository: true",
         "perf_analyzer_path: /usr/bin/perf_analyzer",
-        "run_config_search_max_concurrency: 256",
+        "run_config_search_max_request_rate: 2000",
         "bls_composing_models: [a, b]",
         "triton_docker_mounts: ['/a:/a:ro']",
         "min_throughput: 100",
@@ -585,3 +586,17 @@ def test_the_yaml_text_is_the_mapping_with_the_notes_as_comments():
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert header[1] == "# (tritontune import-ma). Run: tritontune search -f tritontune.yaml"
     assert header[3:] == [f"#   {note}" for note in migration.notes]
+
+
+def test_the_highest_load_bounds_the_ramp_of_the_same_load_mode():
+    migration = run("run_config_search_max_concurrency: 256\nprofile_models: mlp\n")
+    assert migration.config["search"] == {"max_load": 256}
+    rated = run(
+        "request_rate_search_enable: true\nrun_config_search_max_request_rate: 4000\n"
+        "run_config_search_max_concurrency: 64\nprofile_models: mlp\n"
+    )
+    assert rated.config["search"]["load"] == "poisson" and rated.config["search"]["max_load"] == 4000
+    assert notes_about(rated, "run_config_search_max_concurrency") == [
+        "run_config_search_max_concurrency: 64: this search ramps request rates (poisson); its "
+        "bound is run_config_search_max_request_rate"
+    ]

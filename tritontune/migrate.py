@@ -82,7 +82,7 @@ _MODEL_SCOPED = (
 _MODEL_KEYS = {*_MODEL_SCOPED, "cpu_only", "parameters", "model_config_parameters", "weighting"}
 
 _NO_PERF_ANALYZER = "tritontune sends the load with its own generator (no perf_analyzer)"
-_LOAD_FOUND = "tritontune ramps the load itself until p99 meets the SLO (no bounds to set)"
+_LOAD_FOUND = "tritontune ramps the load itself from the lowest one until p99 misses the SLO"
 _BUDGET = "tritontune's budget is search.trials or search.timeout"
 _COMPOSING = (
     "tritontune tunes one model's own config; ensembles and BLS composing models are not searched"
@@ -126,9 +126,7 @@ _NOT_TAKEN: dict[str, str] = {
     "collect_cpu_metrics": "tritontune records the host and what else ran during each window itself",
     "dcgm_disable": "tritontune uses no DCGM",
     "run_config_search_min_concurrency": _LOAD_FOUND,
-    "run_config_search_max_concurrency": _LOAD_FOUND,
     "run_config_search_min_request_rate": _LOAD_FOUND,
-    "run_config_search_max_request_rate": _LOAD_FOUND,
     "run_config_search_max_binary_search_steps": "tritontune bisects between the last load that "
     "met the SLO and the first that missed, by its own rule",
     "run_config_search_disable": "tritontune always searches (what search.space fixes stays "
@@ -177,6 +175,8 @@ _HANDLED = {
     "triton_grpc_endpoint",
     "triton_http_endpoint",
     "run_config_search_mode",
+    "run_config_search_max_concurrency",
+    "run_config_search_max_request_rate",
     "optuna_max_trials",
     "num_top_model_configs",
     "model_type",
@@ -784,6 +784,7 @@ class _Migrator:
                 "re-measures its top candidates in an interleaved playoff",
                 mode,
             )
+        self.max_load(data)
         if data.get("optuna_max_trials") is not None:
             self.search["trials"] = self.whole("optuna_max_trials", data["optuna_max_trials"], minimum=1)
         top = data.get("num_top_model_configs")
@@ -799,6 +800,18 @@ class _Migrator:
             )
         if data.get("weighting") is not None:
             self.note("weighting", "tritontune tunes one model per search; not taken", data["weighting"])
+
+    def max_load(self, data: dict[str, Any]) -> None:
+        """MA's highest concurrency (or request rate, with a rate search) is where tritontune's
+        ramp stops too (``max_load``); the bound of the other load mode is a note."""
+        poisson = self.search.get("load") == "poisson"
+        keys = ("run_config_search_max_concurrency", "run_config_search_max_request_rate")
+        taken, other = (keys[1], keys[0]) if poisson else keys
+        if data.get(taken) is not None:
+            self.search["max_load"] = self.whole(taken, data[taken], minimum=1)
+        if data.get(other) is not None:
+            mode = "request rates (poisson)" if poisson else "concurrency"
+            self.note(other, f"this search ramps {mode}; its bound is {taken}", data[other])
 
     # --- the space -----------------------------------------------------------------------------
 

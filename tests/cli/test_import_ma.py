@@ -112,7 +112,6 @@ def test_a_model_analyzer_config_becomes_a_file_search_reads(
         "profile_models.mlp.perf_analyzer_flags.percentile",
         "run_config_search_max_instance_count",
         "run_config_search_min_concurrency",
-        "run_config_search_max_concurrency",
         "export_path",
         "override_output_model_repository",
     ]
@@ -125,6 +124,7 @@ def test_a_model_analyzer_config_becomes_a_file_search_reads(
         "input_data": str(tmp_path / "inputs.json"),
         "search": {
             "slo_p99": "50ms",
+            "max_load": 256,
             "trials": 30,
             "space": {
                 "max_batch_size": [8, 16, 32, 64],

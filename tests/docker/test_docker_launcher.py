@@ -25,7 +25,7 @@ from tritontune.server.docker import LABEL, PID_LABEL, DockerSettings, DockerTri
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.serving.session import TuningSession
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
 FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
 runner = CliRunner()
 

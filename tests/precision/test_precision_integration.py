@@ -55,7 +55,7 @@ def test_search_over_precisions_then_export_the_winner(example_repository: Path,
         result = run_search(
             session, space,
             SearchSettings(slo_p99_s=0.05, trials=2, seed=0, storage=storage, study_name="p",
-                           measure=FAST),
+                           measure=FAST, max_load=64),
         )  # fmt: skip
     assert set(result.precisions) == {"fp32", "int8_dynamic"}
     assert result.precisions["int8_dynamic"].accepted

@@ -107,6 +107,7 @@ def test_warnings_come_from_the_numbers(small_studies: SmallStudies):
     assert any("p99/p50" in w for w in data.warnings) == tail
 
 
+@pytest.mark.browser
 def test_report_renders_in_a_real_browser(report: Path):
     if CHROMIUM is None:
         message = "Debian's chromium is not installed (apt-get install chromium)"

@@ -63,6 +63,7 @@ WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-b
     [
         (["--slo-p99", "50ms"], "--slo-p99: not with --workload: each class of the workload file"),
         (["--load", "poisson"], "--load: not with --workload"),
+        (["--max-load", "64"], "--max-load: not with --workload: a capacity ramp goes up until"),
         (["--batch-size", "4"], "--batch-size: not with --workload"),
         (["--accuracy", "cosine=0.99"], "--accuracy: not with --workload: the workload search has no"),
         (["--csv", "levels.csv"], "--csv: not with --workload"),
@@ -97,6 +98,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
         "--trials", "2", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
+        "--start-rate", "240", "--max-windows", "4",
         "--storage", storage, "--results", str(results), "--report", str(report),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -122,8 +124,9 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
 def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> None:
     """The winner exported and checked on the real server, as it serves the workload: with the
     layout it won in, then (the study's final edited) as one endpoint per class. The check sends
-    half the recorded capacity (--tolerance 50%, 3 rounds: it must pass on a busy machine), then
-    (shared layout) 50x it in one round, and must fail."""
+    a quarter of the recorded capacity (--tolerance 75%, 3 rounds: it must pass on a machine
+    twice as busy as when the search ran), then (shared layout) 50x it in one round, and must
+    fail."""
     study = optuna.load_study(study_name=data["study"], storage=storage)
     final = study.user_attrs["workload_final"]
     endpoints = next(f for f in final["finalists"] if f["layout"] == "endpoints")
@@ -142,14 +145,17 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
         names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
         assert names == (["mlp"] if layout == "shared" else ["mlp_batch", "mlp_interactive"])
         junit = tmp_path / f"{layout}.xml"
+        # The median of 3 rounds: one round disturbed by the machine must not fail the test.
         checked = runner.invoke(
-            app, ["check", str(out), "--tolerance", "50%", "--rounds", "3", "--junit", str(junit)]
-        )  # the median of 3 rounds: one round disturbed by the machine must not fail the test
+            app,
+            ["check", str(out), "--tolerance", "75%", "--rounds", "3", "--window", "0.5s",
+             "--junit", str(junit)],
+        )  # fmt: skip
         assert checked.exit_code == 0, checked.output
         assert "met in rounds" in checked.output and "check passed: 1/1" in checked.output
         assert 'name="class interactive"' in junit.read_text()
         if layout == "endpoints":
-            continue  # the failing case once is enough (it waits out a backlog: ~1 min)
+            continue  # the failing case once is enough (it waits out a backlog)
         # Fifty times the capacity: the interactive class can't keep its SLO (the check fails).
         for name in names:
             record = out / name / "tritontune.lock.yaml"
@@ -157,7 +163,9 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
             rates = text["workload"]["capacity"]["rounds_total_rate_per_s"]
             text["workload"]["capacity"]["rounds_total_rate_per_s"] = [50 * r for r in rates]
             record.write_text(yaml.safe_dump(text))
-        failed = runner.invoke(app, ["check", str(out), "--tolerance", "50%", "--rounds", "1"])
+        failed = runner.invoke(
+            app, ["check", str(out), "--tolerance", "50%", "--rounds", "1", "--window", "0.5s"]
+        )
         assert failed.exit_code == 1, failed.output
         assert "missed its objective" in failed.output
 
@@ -210,7 +218,7 @@ def test_ctrl_c_then_the_same_command_resumes(
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
         "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
-        "--playoff-top", "2", "--playoff-rounds", "2",
+        "--playoff-top", "2", "--playoff-rounds", "2", "--max-load", "32",
     ]  # fmt: skip
     before = set(tritonserver_processes(own_servers))
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -238,6 +246,9 @@ def test_ctrl_c_then_the_same_command_resumes(
     assert best["figures"] == "playoff" and best["operating_point"]["feasible"]
     assert len(playoff["entries"]) == 3 and playoff["winner"] == best["trial"]  # top 2 + baseline
     assert best["screening_operating_point"]["throughput"] > 0  # labelled, beside the verdict
+    for trial in data["screening_top"]:  # --max-load: no ramp went past it
+        levels = trial["screening_operating_point"]["levels"]
+        assert levels and max(level["load"] for level in levels) <= 32, trial
     assert "playoff: trial" in again.stderr and "2 interleaved rounds" in again.stderr
     assert "SCREENING figures" in again.stdout and "winner" in again.stdout
     assert "baseline (measured now)" in output

@@ -42,6 +42,7 @@ def settings(tmp_path: Path, **overrides) -> SearchSettings:
         study_name="it",
         measure=FAST,
         playoff=PlayoffSettings(top=2, rounds=2, measure=FAST),  # a real playoff, kept short
+        max_load=64,  # what is under test is the search, not how far the MLP goes on 2 cores
     )
     values.update(overrides)
     return SearchSettings(**values)
@@ -152,7 +153,9 @@ def test_poisson_search_finds_an_arrival_rate(session, tmp_path: Path):
             "intra_op_thread_count": Choice((1,)),
         }
     )
-    result = run_search(session, space, settings(tmp_path, trials=1, load_mode=LoadMode.RATE))
+    result = run_search(
+        session, space, settings(tmp_path, trials=1, load_mode=LoadMode.RATE, max_load=None)
+    )
     assert result.load_mode == "rate"
     best = result.best
     assert best is not None and best.operating_point is not None

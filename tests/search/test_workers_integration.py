@@ -48,7 +48,8 @@ def start_worker(
             sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
             "--slo-p99", "50ms", "--trials", str(BUDGET), "--space", str(space),
             "--study", study, "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
-            "--max-windows", "4", "--results", str(tmp_path / f"results-{seed}.json"),
+            "--max-windows", "4", "--max-load", "64",
+            "--results", str(tmp_path / f"results-{seed}.json"),
             "--playoff-top", "2", "--playoff-rounds", "1",
         ],
         env={**os.environ, "TRITONTUNE_STORAGE": storage},  # the URL stays off the command line
@@ -107,7 +108,7 @@ def wait_for_running_trial(storage: str, study: str, worker: subprocess.Popen) -
     raise AssertionError(f"the worker never started a trial (exit code {worker.poll()})")
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_a_worker_killed_mid_trial_loses_nothing(
     backend, example_repository, tmp_path, own_servers, request: pytest.FixtureRequest
 ):

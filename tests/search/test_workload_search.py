@@ -189,3 +189,45 @@ def test_the_search_honours_its_deadline(session):
     """``--timeout``: no trial starts after the deadline (the workload search ignored it)."""
     result = run_workload_search(session, SPACE, TRAFFIC, settings(trials=None, timeout_s=1e-9))
     assert result.trials == [] and result.trials_this_run == 0
+
+
+#: Without a class to shed, a config's capacity is bounded (the modelled server's own).
+UNSHED = parse_traffic(
+    {
+        "classes": [
+            {"name": "interactive", "share": 0.3, "priority": 1, "slo_p99": "20ms"},
+            {"name": "batch", "share": 0.7, "batch_size": 8, "priority": 2, "slo_p99": "200ms"},
+        ]
+    },
+    where="test",
+)
+
+
+def test_a_finalists_rounds_start_at_half_its_capacity_in_the_search(session):
+    """The rounds re-find a capacity the search measured once: their ramps start at half of it
+    (fewer levels than the search's ramp from the start rate), the others' at the start rate."""
+    result = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1))
+    by_trial = {t.number: t for t in result.trials}
+    for finalist in result.finalists:
+        levels = result.last_capacity[finalist.label].levels
+        if finalist.trial is None or finalist.layout is Layout.ENDPOINTS:
+            assert levels[0].total_rate == pytest.approx(20.0)
+            continue
+        screened = by_trial[finalist.trial]
+        assert levels[0].total_rate == pytest.approx(screened.total_rate / 2)
+        assert len(levels) < len(screened.capacity.detail["levels"])
+
+
+def test_a_finalist_that_misses_its_warm_start_is_ramped_from_the_start_rate(session):
+    """A config doing much worse in its rounds than in the search: the warm start misses, and
+    the ramp is walked again from the start rate, so the finalist still gets its capacity."""
+    storage = optuna.storages.InMemoryStorage()
+    first = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
+    top = next(f for f in first.finalists if f.trial is not None and f.layout is Layout.SHARED)
+    screened = next(t for t in first.trials if t.number == top.trial).total_rate
+    session.capacity_scale = 0.25  # the machine now gives every config a quarter of its capacity
+    again = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
+    assert again.trials_this_run == 0  # the same study: only the final rounds ran again
+    retried = again.last_capacity[top.label]
+    assert retried.feasible and retried.levels[0].total_rate == pytest.approx(20.0)
+    assert screened and retried.highest_rate < screened / 2

@@ -469,7 +469,10 @@ def _check_workload(group: list[_Model], report: CheckReport, settings: CheckSet
     source = first.source
     assert source is not None  # checked above: every source was read
     try:
-        with _checking_session(source, check, settings, None, WORKLOAD_CHECK_MEASURE) as session:
+        # --window applies to a workload's rounds too (its warm-up and the answers each window
+        # waits for are the workload's own)
+        measure = replace(WORKLOAD_CHECK_MEASURE, window_s=settings.measure.window_s)
+        with _checking_session(source, check, settings, None, measure) as session:
             report.server_version = session.info.version
             _measure_workload(session, group, check, settings)
     finally:

@@ -123,6 +123,15 @@ def search(
     load: Annotated[
         str, typer.Option(help="concurrency (closed loop) or poisson (open-loop arrivals).")
     ] = "concurrency",
+    max_load: Annotated[
+        float | None,
+        typer.Option(
+            help="The highest load a config's ramp tries: concurrency (default 512; e.g. the most "
+            "requests your clients ever have in flight), or req/s with --load poisson (default "
+            "256x the first rate).",
+            min=1,
+        ),
+    ] = None,
     space: Annotated[
         SpaceSource | None,
         typer.Option(
@@ -222,6 +231,7 @@ def search(
             trials=trials if trials is not None else (None if timeout else 20),
             timeout_s=timeout_s,
             load_mode=LOAD_CHOICES[load],
+            max_load=max_load,
             seed=seed,
             storage=storage,
             study_name=study,
@@ -292,6 +302,7 @@ _PER_CLASS = "not with --workload: each class of the workload file says its own"
 WORKLOAD_REFUSES = {
     "slo_p99": f"{_PER_CLASS} (slo_p99)",
     "load": f"{_PER_CLASS} arrivals (each class is an open-loop stream)",
+    "max_load": "not with --workload: a capacity ramp goes up until a class misses its objective",
     "batch_size": f"{_PER_CLASS} (batch_size)",
     "input_data": f"{_PER_CLASS} (input_data)",
     "accuracy": "not with --workload: the workload search has no precision variants",

@@ -50,6 +50,8 @@ from tritontune.units import format_duration
 
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
 #: the minimum of replies per window still hold.
+#: The highest concurrency a closed-loop ramp tries when nobody says.
+DEFAULT_MAX_LOAD = 512.0
 SEARCH_MEASURE = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=6)
 #: The playoff's rounds: longer windows than the search's (more samples, a truer p99), short
 #: enough that a dozen of them take about a minute.
@@ -74,7 +76,9 @@ class SearchSettings:
     """An Optuna storage URL, or a storage object (tests use ``InMemoryStorage``)."""
     study_name: str | None = None
     measure: MeasureSettings = SEARCH_MEASURE
-    max_load: float = 512
+    max_load: float | None = None
+    """The highest load a ramp tries (None: concurrency :data:`DEFAULT_MAX_LOAD`, or 256x the
+    first rate of an open-loop ramp)."""
     accuracy: AccuracySettings = field(default_factory=AccuracySettings)
     """How precision variants are judged and calibrated (bounds, output kinds, calibration)."""
     sampler: optuna.samplers.BaseSampler | None = None
@@ -425,6 +429,7 @@ def measure_operating_point(
         settings.slo_p99_s,
         load_mode=settings.load_mode,
         start=start,
-        max_load=settings.max_load if settings.load_mode == LoadMode.CONCURRENCY else start * 256,
+        max_load=settings.max_load
+        or (DEFAULT_MAX_LOAD if settings.load_mode == LoadMode.CONCURRENCY else start * 256),
     )
     return point, receipt.switch_s

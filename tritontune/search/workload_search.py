@@ -299,6 +299,8 @@ class _Entry:
 
     finalist: Finalist
     load: Variant | dict[str, Variant]
+    screened_rate: float | None = None
+    """Its capacity in the search (a trial's), where its rounds' ramps start from."""
 
 
 def _final_rounds(
@@ -317,7 +319,7 @@ def _final_rounds(
             session.load_endpoints(entry.load)
         else:
             session.load(entry.load)
-        capacity = traffic_capacity(session, objective.traffic, objective.start_rate, objective.measure)
+        capacity = _capacity_from(session, objective, entry.screened_rate)
         last[entry.finalist.label] = capacity
         return capacity
 
@@ -342,6 +344,22 @@ def _final_rounds(
     return WorkloadFinal.decided(finalists), last
 
 
+def _capacity_from(
+    session: Bench, objective: TrafficObjective, screened_rate: float | None
+) -> TrafficCapacity:
+    """A finalist's capacity, its ramp started at half its capacity in the search rather than
+    at the start rate: the walk up to a capacity already known once costs most of a ramp's
+    levels. Should that start miss (the config did worse now), the ramp is walked again from
+    the start rate, as in the search."""
+    start = objective.start_rate
+    if screened_rate:
+        start = max(start, screened_rate / 2)
+    capacity = traffic_capacity(session, objective.traffic, start, objective.measure)
+    if not capacity.feasible and start > objective.start_rate:
+        capacity = traffic_capacity(session, objective.traffic, objective.start_rate, objective.measure)
+    return capacity
+
+
 def _finalist_entries(
     session: Bench,
     objective: TrafficObjective,
@@ -360,7 +378,9 @@ def _finalist_entries(
         config = session.build(variant)
         entries.append(
             _Entry(
-                Finalist(t.number, t.knobs, (), Layout.SHARED, _texts({name: config}), everyone), variant
+                Finalist(t.number, t.knobs, (), Layout.SHARED, _texts({name: config}), everyone),
+                variant,
+                t.total_rate,
             )
         )
     if top and settings.endpoints and session.owns_server:
