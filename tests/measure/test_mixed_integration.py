@@ -20,7 +20,7 @@ from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 
-FAST = MeasureSettings(warmup_s=0.5, window_s=0.5, stable_windows=3)
+FAST = MeasureSettings(warmup_s=1.0, window_s=1.0, stable_windows=3)
 #: Total req/s: 40 interactive (batch 1) + 960 batch requests of 64 samples (~61k samples/s,
 #: above what one instance of the example model computes on this machine kind).
 TOTAL_RATE = 1000.0

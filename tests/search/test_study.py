@@ -1,3 +1,4 @@
+import multiprocessing
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +35,26 @@ def test_storage_that_cannot_be_opened(tmp_path: Path):
         open_storage("sqlite:////nonexistent/dir/x.db")
     with pytest.raises(InputError, match="--storage nosuchdb://x: cannot be opened"):
         open_storage("nosuchdb://x")
+
+
+def _open_after(barrier, url: str) -> None:
+    barrier.wait()
+    open_storage(url)
+
+
+def test_workers_creating_one_new_sqlite_file_at_once_all_open_it(tmp_path: Path):
+    # Every worker creates Optuna's tables and stamps its schema version; the losers of that race
+    # must find the winner's tables, not exit (before the fix: 3 of 6 rounds of 4 failed).
+    context = multiprocessing.get_context("fork")
+    for round_ in range(3):
+        url = f"sqlite:///{tmp_path / f'race-{round_}.db'}"
+        barrier = context.Barrier(4)
+        workers = [context.Process(target=_open_after, args=(barrier, url)) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [w.exitcode for w in workers] == [0, 0, 0, 0]
 
 
 def test_resume_checks_identity(tmp_path: Path):

@@ -52,13 +52,18 @@ def open_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
                 return optuna.storages.RDBStorage(url, **options)
         except Exception as err:  # SQLAlchemy and Optuna raise many kinds for a bad URL or file
             reason = " ".join(str(err).split())[:300]
-            if "already exists" in reason and attempt < SCHEMA_RACE_RETRIES:
-                # Workers started at once on an empty database all create Optuna's tables; the
-                # losers find them made a moment later.
+            if _lost_schema_race(reason) and attempt < SCHEMA_RACE_RETRIES:
+                # Workers started at once on an empty database all create Optuna's tables (and
+                # stamp its schema version); the losers find them made a moment later.
                 time.sleep(0.5 + attempt)
                 continue
             raise InputError(f"--storage {url}: cannot be opened ({reason})") from None
     raise AssertionError("unreachable")
+
+
+def _lost_schema_race(reason: str) -> bool:
+    """Whether opening failed only because another process created the same tables first."""
+    return "already exists" in reason or "UNIQUE constraint failed: alembic_version" in reason
 
 
 def existing_storage(url: str) -> optuna.storages.BaseStorage:
