@@ -22,9 +22,9 @@ run from the repository root after ``make setup``. This test runs each block for
   variants (built and gated on accuracy before the first trial: ~10 s for the MLP, minutes for
   MiniLM); and a p99 SLO of 1 s, met at the lowest load however busy the machine (a study the
   README does not name keeps the name its SLO gives it). ``check`` gets a 50 % tolerance over 3
-  rounds. A workload search keeps its classes' objectives (it refuses ``--slo-p99`` and
-  ``--max-load``). What is under test is that the commands run and hand their results on, not
-  the figures.
+  rounds. A workload search keeps its classes' objectives (it refuses ``--slo-p99``), and its
+  capacity ramps stop at 80 req/s in all (from the default start, 20). What is under test is
+  that the commands run and hand their results on, not the figures.
 
 Then each step must have exited 0, and said or written one thing that shows it did its job
 (``expect_step``), and no server may be left running.
@@ -75,7 +75,9 @@ SMALL = {
     "check": {"--tolerance": "50%", "--rounds": "3", "--window": "0.3s"},
 }
 #: Options ``search --workload`` refuses: each class of the workload file says its own.
-NOT_WITH_WORKLOAD = ("--slo-p99", "--max-load")
+NOT_WITH_WORKLOAD = ("--slo-p99",)
+#: A workload search's capacity ramps: 20, 40 and 80 req/s in all at most.
+WORKLOAD_MAX_LOAD = "80"
 #: A block's whole run may not take longer than this (it should take well under a minute).
 TIMEOUT_S = 240
 
@@ -145,7 +147,8 @@ def small_options(sub: str, args: str, background: bool, cwd: Path, name: str) -
         return options
     config = config_file(args, cwd, "search")
     if flag(args, "--workload") or config.get("workload"):
-        return {k: v for k, v in options.items() if k not in NOT_WITH_WORKLOAD}
+        options = {k: v for k, v in options.items() if k not in NOT_WITH_WORKLOAD}
+        return {**options, "--max-load": WORKLOAD_MAX_LOAD}
     if background:
         options["--trials"] = "2"
     if not flag(args, "--study") and "study" not in config:

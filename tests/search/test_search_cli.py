@@ -63,7 +63,7 @@ WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-b
     [
         (["--slo-p99", "50ms"], "--slo-p99: not with --workload: each class of the workload file"),
         (["--load", "poisson"], "--load: not with --workload"),
-        (["--max-load", "64"], "--max-load: not with --workload: a capacity ramp goes up until"),
+        (["--max-load", "10"], "--max-load: 10 req/s is below --start-rate 20: a capacity ramp"),
         (["--batch-size", "4"], "--batch-size: not with --workload"),
         (["--accuracy", "cosine=0.99"], "--accuracy: not with --workload: the workload search has no"),
         (["--csv", "levels.csv"], "--csv: not with --workload"),
@@ -98,7 +98,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
         "--trials", "2", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
-        "--start-rate", "240", "--max-windows", "4",
+        "--start-rate", "240", "--max-load", "960", "--max-windows", "4",
         "--storage", storage, "--results", str(results), "--report", str(report),
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -33,6 +33,11 @@ SMALL_SPACE = SearchSpace(
 )
 
 
+#: Where a test checks what happens to trials (resume, a failing config, a killed server), not
+#: which config wins: no playoff (its rounds re-load every finalist, ~30 s here).
+NO_PLAYOFF = PlayoffSettings(top=0)
+
+
 def settings(tmp_path: Path, **overrides) -> SearchSettings:
     values = dict(
         slo_p99_s=SLO,
@@ -99,7 +104,7 @@ def test_interrupted_search_resumes_to_the_full_count(session, tmp_path: Path):
     def count_baseline():
         calls["baselines"] += 1
 
-    cfg = settings(tmp_path, trials=3)
+    cfg = settings(tmp_path, trials=3, playoff=NO_PLAYOFF)
     with pytest.raises(KeyboardInterrupt):
         run_search(
             session,
@@ -133,7 +138,7 @@ def test_config_that_fails_to_load_does_not_stop_the_search(session, tmp_path: P
             "intra_op_thread_count": Choice((1, 10**12)),
         }
     )
-    result = run_search(session, space, settings(tmp_path, trials=4, seed=3))
+    result = run_search(session, space, settings(tmp_path, trials=4, seed=3, playoff=NO_PLAYOFF))
     # Two distinct configs exist: both get measured, re-proposals are not measured again.
     assert result.stop_reason == "every one of the space's 2 configs was tried"
     assert len(result.failed) == 1 and len(result.results) == 1
@@ -154,7 +159,9 @@ def test_poisson_search_finds_an_arrival_rate(session, tmp_path: Path):
         }
     )
     result = run_search(
-        session, space, settings(tmp_path, trials=1, load_mode=LoadMode.RATE, max_load=None)
+        session,
+        space,
+        settings(tmp_path, trials=1, load_mode=LoadMode.RATE, max_load=None, playoff=NO_PLAYOFF),
     )
     assert result.load_mode == "rate"
     best = result.best
@@ -178,7 +185,7 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
             threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
 
     progress = SearchProgress(on_trial_start=kill_during_second_trial)
-    result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2), progress)
+    result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2, playoff=NO_PLAYOFF), progress)
     assert killed and session.server.launcher.pid != killed[0]
     # the killed server's backend stubs were stopped on restart
     assert orphaned_stubs(session.server.work_dir) == []

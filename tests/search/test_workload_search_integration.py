@@ -2,8 +2,8 @@
 workload search gets them as the single-class search does (issue 23).
 
 Small budgets: these check what happens to a trial when its server dies or the user presses
-Ctrl-C, not the figures. The ramp starts high (the example MLP serves thousands of req/s), so a
-capacity takes a few levels.
+Ctrl-C, not the figures. The ramp starts high and stops at twice that (the example MLP serves
+thousands of req/s), so a capacity takes two levels.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ SPACE = SearchSpace(
 def settings(tmp_path: Path, **overrides) -> WorkloadSearchSettings:
     values = dict(
         trials=2, seed=2, storage=f"sqlite:///{tmp_path / 'w.db'}", study_name="w",
-        start_rate=400.0, top=1, rounds=1, endpoints=False, measure=FAST,
+        start_rate=400.0, max_rate=800.0, top=1, rounds=1, endpoints=False, measure=FAST,
     )  # fmt: skip
     values.update(overrides)
     return WorkloadSearchSettings(**values)

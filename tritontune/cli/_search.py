@@ -128,7 +128,8 @@ def search(
         typer.Option(
             help="The highest load a config's ramp tries: concurrency (default 512; e.g. the most "
             "requests your clients ever have in flight), or req/s with --load poisson (default "
-            "256x the first rate).",
+            "256x the first rate); with --workload, the total req/s of every class together "
+            "(default 100,000).",
             min=1,
         ),
     ] = None,
@@ -194,6 +195,11 @@ def search(
         timeout_s = parse_duration(timeout, what="--timeout") if timeout else None
         if workload_file is not None:
             refuse_given(ctx, WORKLOAD_REFUSES)
+            if max_load is not None and max_load < start_rate:
+                raise InputError(
+                    f"--max-load: {max_load:g} req/s is below --start-rate {start_rate:g}: a "
+                    "capacity ramp goes from the start rate up to the most load it may try"
+                )
             traffic = read_traffic(workload_file)
             workload_settings = WorkloadSearchSettings(
                 trials=trials if trials is not None else (None if timeout else 12),
@@ -203,6 +209,7 @@ def search(
                 study_name=study,
                 host_group=host_group,
                 start_rate=start_rate,
+                max_rate=max_load,
                 top=max(playoff_top, 1),
                 rounds=playoff_rounds,
                 measure=measure,
@@ -302,7 +309,6 @@ _PER_CLASS = "not with --workload: each class of the workload file says its own"
 WORKLOAD_REFUSES = {
     "slo_p99": f"{_PER_CLASS} (slo_p99)",
     "load": f"{_PER_CLASS} arrivals (each class is an open-loop stream)",
-    "max_load": "not with --workload: a capacity ramp goes up until a class misses its objective",
     "batch_size": f"{_PER_CLASS} (batch_size)",
     "input_data": f"{_PER_CLASS} (input_data)",
     "accuracy": "not with --workload: the workload search has no precision variants",

@@ -25,6 +25,8 @@ from tritontune.study.figures import CapacityFigure
 #: ``search --workload`` and ``profile --workload`` (below what most models serve; a ramp whose
 #: first level misses finds no capacity).
 DEFAULT_START_RATE = 20.0
+#: The highest total rate a capacity ramp tries when nobody says (``search --max-load``).
+DEFAULT_MAX_RATE = 100_000.0
 #: The ramp stops once the offered rate is this many times the rate served (shed classes).
 MAX_OVERLOAD = 4.0
 
@@ -114,7 +116,7 @@ def find_traffic_capacity(
     traffic: Traffic,
     *,
     start: float,
-    max_rate: float = 100_000.0,
+    max_rate: float = DEFAULT_MAX_RATE,
     precision: float = 0.1,
     max_bisections: int = 3,
     confirm: int = 1,

@@ -38,6 +38,7 @@ from tritontune.search.objective import Evaluation
 from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.traffic_capacity import (
+    DEFAULT_MAX_RATE,
     DEFAULT_START_RATE,
     TrafficCapacity,
     find_traffic_capacity,
@@ -65,6 +66,10 @@ class WorkloadSearchSettings:
     host_group: str | None = None
     """Workers on other hardware search as their own group (``NAME@GROUP``)."""
     start_rate: float = DEFAULT_START_RATE
+    max_rate: float | None = None
+    """The highest total rate (req/s, every class together) a capacity ramp tries (None:
+    :data:`DEFAULT_MAX_RATE`): what the clients can ever send, or a small cap where a test
+    checks plumbing."""
     top: int = 2
     """Configs re-measured against the baseline after the budget."""
     rounds: int = 3
@@ -219,6 +224,7 @@ class TrafficObjective:
     traffic: Traffic
     start_rate: float = DEFAULT_START_RATE
     measure: MeasureSettings = WORKLOAD_MEASURE
+    max_rate: float | None = None
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
@@ -234,19 +240,31 @@ class TrafficObjective:
 
     def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
         switch_s = bench.load(variant).switch_s
-        capacity = traffic_capacity(bench, self.traffic, self.start_rate, self.measure)
+        capacity = self.capacity(bench, self.start_rate)
         return Evaluation(capacity.figure(), switch_s)
+
+    def capacity(self, bench: Bench, start_rate: float) -> TrafficCapacity:
+        """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate``."""
+        return traffic_capacity(
+            bench, self.traffic, start_rate, self.measure, max_rate=self.max_rate
+        )
 
 
 def traffic_capacity(
-    bench: Bench, traffic: Traffic, start_rate: float, settings: MeasureSettings | None = None
+    bench: Bench,
+    traffic: Traffic,
+    start_rate: float,
+    settings: MeasureSettings | None = None,
+    *,
+    max_rate: float | None = None,
 ) -> TrafficCapacity:
     """The capacity of what is loaded (one shared model, or one endpoint per class)."""
 
     def measure(rate: float) -> TrafficMeasurement:
         return bench.measure_traffic(traffic, rate, settings)
 
-    return find_traffic_capacity(measure, traffic, start=start_rate)
+    top = max_rate if max_rate is not None else DEFAULT_MAX_RATE
+    return find_traffic_capacity(measure, traffic, start=min(start_rate, top), max_rate=top)
 
 
 def run_workload_search(
@@ -271,7 +289,9 @@ def run_workload_search(
     use_space(study, space)
     start_study(study, session, settings.measure, settings.trials)
     restarts_before = session.restarts
-    objective = TrafficObjective(space, traffic, settings.start_rate, settings.measure)
+    objective = TrafficObjective(
+        space, traffic, settings.start_rate, settings.measure, settings.max_rate
+    )
     outcome = optimize(
         study,
         objective,
@@ -354,9 +374,9 @@ def _capacity_from(
     start = objective.start_rate
     if screened_rate:
         start = max(start, screened_rate / 2)
-    capacity = traffic_capacity(session, objective.traffic, start, objective.measure)
+    capacity = objective.capacity(session, start)
     if not capacity.feasible and start > objective.start_rate:
-        capacity = traffic_capacity(session, objective.traffic, objective.start_rate, objective.measure)
+        capacity = objective.capacity(session, objective.start_rate)
     return capacity
 
 
