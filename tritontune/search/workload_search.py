@@ -245,9 +245,7 @@ class TrafficObjective:
 
     def capacity(self, bench: Bench, start_rate: float) -> TrafficCapacity:
         """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate``."""
-        return traffic_capacity(
-            bench, self.traffic, start_rate, self.measure, max_rate=self.max_rate
-        )
+        return traffic_capacity(bench, self.traffic, start_rate, self.measure, max_rate=self.max_rate)
 
 
 def traffic_capacity(
