@@ -166,7 +166,8 @@ def run_traffic_profile(
     on_level_done: Callable[[TrafficMeasurement], None] | None = None,
 ) -> TrafficProfileResult:
     """Load ``variant`` and measure every class of ``traffic`` at each total rate of ``rates``;
-    without rates, find the highest total rate at which every class meets its objective."""
+    without rates, find its capacity: the most inferences served with every class meeting its
+    objective."""
     config = session.load(variant).config
 
     def measure(rate: float) -> TrafficMeasurement:

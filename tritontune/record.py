@@ -337,6 +337,7 @@ _WORKLOAD_SCHEMA: dict[str, Any] = {
                             "minItems": 1,
                             "items": {"type": "number", "exclusiveMinimum": 0},
                         },
+                        "rounds_served_infer_per_s": {"type": "array", "items": _NUMBER},
                     },
                 },
                 "baseline_rounds_total_rate_per_s": {"type": "array", "items": _NUMBER},
@@ -350,8 +351,9 @@ _WORKLOAD_SCHEMA: dict[str, Any] = {
 class WorkloadRecord:
     """The record of a model tuned for a workload (``search --workload``): the workload file
     beside it, how the classes are served (``routes``: class -> model; several models for the
-    endpoint layout, each with this record), and the capacity the final rounds measured: the
-    highest total rate at which every class met its objective, once per round."""
+    endpoint layout, each with this record), and the capacity the final rounds measured, once
+    per round: the total rate offered (what ``check`` sends a share of) and the inferences served
+    there with every class meeting its objective (what the rounds ranked by)."""
 
     model: str
     workload_file: str
@@ -363,6 +365,7 @@ class WorkloadRecord:
     triton_version: str
     hardware: HostInfo
     baseline_rounds: tuple[float, ...] = ()
+    served_rounds: tuple[float, ...] = ()
     tuned_from: dict = field(default_factory=dict)
     model_files: dict[str, str] = field(default_factory=dict)
     triton_launch: str = "local"
@@ -394,6 +397,7 @@ class WorkloadRecord:
                 "routes": dict(self.routes),
                 "capacity": {
                     "rounds_total_rate_per_s": [round(r, 3) for r in self.capacity_rounds],
+                    "rounds_served_infer_per_s": [round(r, 3) for r in self.served_rounds],
                 },
                 "baseline_rounds_total_rate_per_s": [round(r, 3) for r in self.baseline_rounds],
             },
@@ -414,6 +418,9 @@ class WorkloadRecord:
             capacity_rounds=tuple(float(r) for r in workload["capacity"]["rounds_total_rate_per_s"]),
             baseline_rounds=tuple(
                 float(r) for r in workload.get("baseline_rounds_total_rate_per_s") or ()
+            ),
+            served_rounds=tuple(
+                float(r) for r in workload["capacity"].get("rounds_served_infer_per_s") or ()
             ),
             knobs=dict(data["knobs"]),
             config_sha256=data["config_sha256"],

@@ -6,6 +6,7 @@ kinds (tritontune.measure.loadgen.error_kind)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from tritontune.measure.mixed import (
 )
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
-from tritontune.measure.traffic import Traffic, TrafficClass
+from tritontune.measure.traffic import ServedFloor, Traffic, TrafficClass
 
 INTERACTIVE = TrafficClass("interactive", 0.3, RequestShape(batch_size=1, priority=1), slo_p99_s=0.020)
 BATCH = TrafficClass("batch", 0.7, RequestShape(batch_size=8, priority=2), may_shed=False)
@@ -379,3 +380,21 @@ def test_queue_timeout_message_is_a_timeout():
 def test_other_errors_keep_their_kind():
     assert error_kind("UNAVAILABLE", "connection refused") == "UNAVAILABLE"
     assert error_kind("HTTP_400", "bad input shape") == "HTTP_400"
+
+
+def test_a_min_served_share_fails_a_class_shed_past_it():
+    floor = dataclasses.replace(SHED_BATCH, min_served=ServedFloor(share=0.5))
+    shed_60 = figures(latencies=[0.1] * 40, errors={QUEUE_FULL_ERROR: 60})
+    assert judge(SHED_BATCH, shed_60).met  # without the floor, any shedding meets it
+    verdict = judge(floor, shed_60)
+    assert not verdict.met
+    assert verdict.reason == "served 40% of its arrivals < min_served 50%"
+    assert judge(floor, figures(latencies=[0.1] * 60, errors={QUEUE_FULL_ERROR: 40})).met
+
+
+def test_a_min_served_rate_counts_inferences():
+    floor = dataclasses.replace(SHED_BATCH, min_served=ServedFloor(infer_per_s=500.0))
+    # 60 requests of 8 in 1 s: 480 inferences/s
+    verdict = judge(floor, figures(latencies=[0.1] * 60, errors={QUEUE_FULL_ERROR: 40}))
+    assert not verdict.met and verdict.reason == "served 480.0 infer/s < min_served 500/s"
+    assert judge(floor, figures(latencies=[0.1] * 63, errors={QUEUE_FULL_ERROR: 37})).met

@@ -10,8 +10,16 @@ from pathlib import Path
 import pytest
 
 from tritontune.errors import InputError
+from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.request_shape import RequestShape
-from tritontune.measure.traffic import ClassObjective, Traffic, TrafficClass, parse_traffic, read_traffic
+from tritontune.measure.traffic import (
+    ClassObjective,
+    ServedFloor,
+    Traffic,
+    TrafficClass,
+    parse_traffic,
+    read_traffic,
+)
 
 SHARES = """
 classes:
@@ -375,3 +383,49 @@ def test_missing_file(tmp_path):
     with pytest.raises(InputError) as caught:
         read_traffic(tmp_path / "absent.yaml")
     assert "absent.yaml" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "floor"),
+    [("50%", ServedFloor(share=0.5)), ("100 %", ServedFloor(share=1.0)),
+     ("200/s", ServedFloor(infer_per_s=200.0)), ("12000/min", ServedFloor(infer_per_s=200.0))],
+)  # fmt: skip
+def test_min_served_is_a_share_of_arrivals_or_inferences_per_second(tmp_path, text, floor):
+    traffic = read_traffic(write(tmp_path, with_batch(share=1, may_shed="true", min_served=f'"{text}"')))
+    batch = traffic.get("batch")
+    assert batch.min_served == floor
+    assert "min served" in batch.describe()
+    # written back as a workload file says it, and read back the same
+    again = parse_traffic(traffic.to_file(), where="again")
+    assert again.get("batch").min_served == floor
+    assert Traffic.from_dict(traffic.to_dict(), where="study").get("batch").min_served == floor
+
+
+@pytest.mark.parametrize("text", ['"0%"', '"150%"', '"half"', "0.5", '"-3/s"', '"x%"'])
+def test_bad_min_served(tmp_path, text):
+    message = refused(tmp_path, with_batch(share=1, min_served=text))
+    assert "classes[1] (batch): min_served" in message
+
+
+def test_a_class_may_arrive_in_bursts(tmp_path):
+    traffic = read_traffic(write(tmp_path, with_batch(share=1, arrival="gamma", arrival_cv=2)))
+    batch = traffic.get("batch")
+    assert batch.arrival == Arrival.GAMMA and batch.arrival_cv == 2.0
+    assert batch.load(50.0) == LoadSpec.rate(50.0, Arrival.GAMMA, 2.0)
+    assert "gamma arrivals (cv 2)" in batch.describe()
+    assert traffic.get("interactive").load(5.0) == LoadSpec.rate(5.0)  # Poisson by default
+    again = parse_traffic(traffic.to_file(), where="again").get("batch")
+    assert (again.arrival, again.arrival_cv) == (Arrival.GAMMA, 2.0)
+    stored = Traffic.from_dict(traffic.to_dict(), where="study").get("batch")
+    assert (stored.arrival, stored.arrival_cv) == (Arrival.GAMMA, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"arrival": "bursty"}, "arrival: expected one of poisson, constant, gamma"),
+     ({"arrival": "gamma"}, "arrival: gamma needs arrival_cv"),
+     ({"arrival": "gamma", "arrival_cv": 0}, "arrival_cv: expected a positive number"),
+     ({"arrival_cv": 2}, "arrival_cv: only with `arrival: gamma`")],
+)  # fmt: skip
+def test_bad_arrivals(tmp_path, fields, message):
+    assert message in refused(tmp_path, with_batch(share=1, **fields))

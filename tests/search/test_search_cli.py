@@ -111,6 +111,8 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
         assert trial["point"].get("max_batch_size", 8) >= 8
     assert [f["trial"] for f in data["finalists"]][-1] is None  # the baseline, measured too
     assert all(len(f["total_rates_per_s"]) == 1 for f in data["finalists"])
+    assert all(len(f["served_infer_per_s"]) == 1 for f in data["finalists"])
+    assert "infer/s served" in result.output and "served at capacity:" in result.output
     assert "Little's law" in html.unescape(report.read_text())
     study = TuningStudy.open_existing(storage, "mlp-workload-interactive-batch").read_workload()
     assert study.traffic.classes[0].name == "interactive"
@@ -132,7 +134,7 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
     endpoints = next(f for f in final["finalists"] if f["layout"] == "endpoints")
     shared = max(
         (f for f in final["finalists"] if f["layout"] == "shared" and f["trial"] is not None),
-        key=lambda f: f["median_total_rate_per_s"],
+        key=lambda f: f["median_served_infer_per_s"],
     )
     for layout, winner in (("shared", shared), ("endpoints", endpoints)):
         study.set_user_attr("workload_final", {**final, "winner": winner})

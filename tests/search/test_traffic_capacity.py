@@ -3,11 +3,13 @@ modelled server: the interactive class's p99 grows as the total rate nears the s
 C and passes its SLO past 0.8 C; the best-effort class falls behind past C (or, where it may be
 shed, has its surplus rejected). Checked: the capacity found is within the bisection's precision
 of the true threshold and never a rate that failed, each rate is measured once and the levels
-come out ascending, an infeasible start, the cliff of a class, a shed class's overload stopping the
-ramp, and the JSON report."""
+come out ascending, an infeasible start, the cliff of a class, a shed class's saturation stopping
+the ramp (the figure is the work served, not the load offered), a ``min_served`` floor, and the
+JSON report."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -18,8 +20,9 @@ from tritontune.measure.loadgen import QUEUE_FULL_ERROR
 from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
-from tritontune.measure.traffic import Traffic, TrafficClass
-from tritontune.search.traffic_capacity import MAX_OVERLOAD, find_traffic_capacity
+from tritontune.measure.traffic import ServedFloor, Traffic, TrafficClass
+from tritontune.search.traffic_capacity import find_traffic_capacity
+from tritontune.study.figures import CapacityFigure
 
 SLO = 0.020
 SPAN = 10.0
@@ -259,27 +262,29 @@ SHED_TRAFFIC = Traffic(
 )
 
 
-def shedding_server(capacity: float, decline: float = 0.0) -> Callable[[float], TrafficMeasurement]:
+def shedding_server(
+    capacity: float, decline: float = 0.0, traffic: Traffic = SHED_TRAFFIC
+) -> Callable[[float], TrafficMeasurement]:
     """Priorities and admission control: the interactive class is served first (its p99 stays
     low while it alone is under 0.8 C); the batch class gets the rest of the capacity and its
     surplus is rejected at once. ``decline``: the served capacity lost per req/s rejected (the
     cost of refusing)."""
 
     def measure(rate: float) -> TrafficMeasurement:
-        rates = SHED_TRAFFIC.rates(rate)
+        rates = traffic.rates(rate)
         interactive, batch = rates["interactive"], rates["batch"]
         room = max(0.0, capacity - interactive)
         surplus = max(0.0, batch - room)
         served_batch = min(batch, room) - decline * surplus
         figures = (
             class_figures(
-                SHED_TRAFFIC.classes[0],
+                traffic.classes[0],
                 offered=interactive,
                 served=interactive,
                 p99=interactive_p99(interactive / capacity),
             ),
             class_figures(
-                SHED_TRAFFIC.classes[1],
+                traffic.classes[1],
                 offered=batch,
                 served=served_batch,
                 p99=0.3,
@@ -291,33 +296,53 @@ def shedding_server(capacity: float, decline: float = 0.0) -> Callable[[float], 
     return measure
 
 
-def test_sheddable_class_at_saturation_stops_the_ramp():
+def test_sheddable_class_at_saturation_stops_the_ramp_without_an_overload_bonus():
+    """Past the knee more offered load is only shed: the ramp stops at the first level that
+    served no more than the best (it used to go on to 4x overload and rank by the rate offered),
+    and the figure is the work served there."""
     measure, calls = recording(shedding_server(1000.0))
     found = find_traffic_capacity(measure, SHED_TRAFFIC, start=100.0, max_rate=100_000.0)
-    # 100 .. 800 under capacity, then 1600, 3200 with the surplus shed, and 6400 >= 4 x 1000
-    assert calls == [100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0]
+    # 100 .. 800 under capacity, 1600 with the surplus shed (served +18 %), 3200 served less
+    assert calls == [100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]
     assert all(m.meets(SHED_TRAFFIC) for m in found.levels)
-    goodputs = [m.goodput for m in found.levels]
-    assert goodputs[-3:] == pytest.approx([1000.0] * 3)  # flat past saturation
-    assert found.best is not None and found.best.goodput == pytest.approx(1000.0)
-    assert found.highest_rate == 6400.0
-    assert found.highest_rate >= MAX_OVERLOAD * found.best.goodput
-    assert found.highest_rate < 100_000.0
-
-
-def test_overload_capacity_is_the_peak_goodput_rate_when_shedding_costs():
-    found = find_traffic_capacity(shedding_server(1000.0, decline=0.01), SHED_TRAFFIC, start=100.0)
-    # goodput peaks at 1600 (1000 - 0.01 x 600 shed) and declines as more is shed
     assert found.total_rate == 1600.0
-    assert found.best is not None and found.best.goodput == pytest.approx(994.0)
-    assert found.highest_rate > found.total_rate
+    # 160 interactive + (1000 - 160) batch requests of 8
+    assert found.served == pytest.approx(160 + 840 * 8)
+    assert found.served_by_class() == pytest.approx({"interactive": 160.0, "batch": 840 * 8.0})
+    assert found.highest_rate == 3200.0  # shown, never ranked by
 
 
-def test_flat_goodput_overload_keeps_the_first_saturated_rate():
-    """Past saturation the goodput is flat: the capacity is the first saturated rate, and the
-    overload absorbed shows as a higher ``highest_rate``."""
+def test_a_trial_keeps_the_work_served_as_its_value_and_old_trials_read_theirs():
     found = find_traffic_capacity(shedding_server(1000.0), SHED_TRAFFIC, start=100.0)
-    assert found.highest_rate > found.total_rate
+    figure = found.figure()
+    assert figure.served == pytest.approx(found.served)
+    assert figure.highest_rate == 3200.0 and figure.served != figure.highest_rate
+    # recorded before the served figure was: read from its best level's inferences
+    old = {k: v for k, v in found.to_dict().items() if not k.startswith("served_")}
+    assert CapacityFigure.from_dict(old).served == pytest.approx(found.served, abs=1e-2)
+
+
+def test_a_min_served_floor_fails_a_level_that_sheds_too_much_and_is_bisected():
+    floor = Traffic(
+        (
+            SHED_TRAFFIC.classes[0],
+            dataclasses.replace(SHED_TRAFFIC.classes[1], min_served=ServedFloor(share=0.5)),
+        )
+    )
+    measure, calls = recording(shedding_server(1000.0, traffic=floor))
+    found = find_traffic_capacity(measure, floor, start=100.0, precision=0.05, max_bisections=4)
+    # 3200 serves 680 of 2880 batch req/s (24 %): below the floor, so it fails
+    assert calls[:6] == [100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]
+    assert any(1600.0 < rate < 3200.0 for rate in calls[6:])  # closed in on by bisection
+    assert "min_served 50%" in found.failure()
+    best = found.best
+    assert best is not None
+    batch = best.figures("batch")
+    assert batch.request_rate >= 0.5 * batch.offered_rate
+    # the most work served among the levels that kept the floor (here 1600: past it the
+    # interactive class takes request slots from batches of 8)
+    assert found.served == max(m.throughput for m in found.levels if m.meets(floor))
+    assert found.total_rate == 1600.0
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -329,6 +354,8 @@ def test_to_dict_is_json_serializable():
     assert out["feasible"] is True
     assert out["total_rate_per_s"] == pytest.approx(found.total_rate, abs=1e-3)
     assert out["goodput_per_s"] == pytest.approx(found.best.goodput, abs=1e-3)
+    assert out["served_infer_per_s"] == pytest.approx(found.served, abs=1e-3)
+    assert sum(out["served_infer_per_s_by_class"].values()) == pytest.approx(found.served, abs=1e-2)
     assert out["cliff_total_rate_per_s"] == {"interactive": found.cliff("interactive")}
     assert out["best"]["meets_objectives"] is True
     assert [lv["total_rate_per_s"] for lv in out["levels"]] == pytest.approx(

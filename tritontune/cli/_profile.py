@@ -302,7 +302,7 @@ def _profile_traffic(
             missed = [f"{v.name}: {v.reason}" for v in m.verdicts(traffic) if not v.met]
             verdict = "every class met its objective" if not missed else "; ".join(missed)
             err_console.print(
-                f"  {m.total_rate:,.1f} req/s: goodput {m.goodput:,.1f} req/s; {verdict}",
+                f"  {m.total_rate:,.1f} req/s: served {m.throughput:,.1f} infer/s; {verdict}",
                 highlight=False,
             )
 
@@ -315,9 +315,8 @@ def _profile_traffic(
     if capacity is not None:
         if capacity.feasible:
             console.print(
-                f"capacity: {capacity.total_rate:,.1f} req/s in all "
-                f"(goodput {capacity.best.goodput if capacity.best else 0:,.1f} req/s) with every "
-                "class meeting its objective",
+                f"capacity: {capacity.served:,.1f} infer/s served with every class meeting its "
+                f"objective, at {capacity.total_rate:,.1f} req/s in all",
                 highlight=False,
             )
             if capacity.highest_rate > capacity.total_rate:

@@ -102,8 +102,8 @@ def search(
         Path | None,
         typer.Option(
             "--workload",
-            help="Workload file (YAML): search for the highest total rate at which every class "
-            "meets its objective (each class's SLO replaces --slo-p99).",
+            help="Workload file (YAML): search for the config that serves the most inferences/s "
+            "with every class meeting its objective (each class's SLO replaces --slo-p99).",
         ),
     ] = None,
     start_rate: Annotated[
@@ -182,7 +182,7 @@ def search(
     precision_checks: AccuracySettings,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO (with --workload: the
-    highest total rate at which every class of a mixed workload meets its objective; each class's
+    most inferences served with every class of a mixed workload meeting its objective; each class's
     objective and request shape then come from the workload file, and the options that would set
     them again are refused)."""
     with user_errors(ctx):

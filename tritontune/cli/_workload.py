@@ -71,8 +71,8 @@ def search_workload(
     winner, baseline = result.winner, result.baseline
     if winner is not None and baseline is not None and baseline.median > 0:
         console.print(
-            f"winner: {winner.label} sustains {winner.median:,.0f} req/s in all with every class "
-            "meeting its objective, "
+            f"winner: {winner.label} serves {winner.median:,.0f} infer/s with every class meeting "
+            f"its objective (at {winner.median_rate:,.0f} req/s offered), "
             f"{winner.median / baseline.median:.2f}x the model's own config",
             highlight=False,
         )
@@ -81,7 +81,7 @@ def search_workload(
         console.print(
             f"layouts: one shared model {'wins' if ratio >= 1 else 'loses'} against one endpoint "
             f"per class ({', '.join(f'{session.name}_{c.name}' for c in traffic.classes)}) by "
-            f"{ratio:.2f}x (median total req/s, same rounds)",
+            f"{ratio:.2f}x (median infer/s served, same rounds)",
             highlight=False,
         )
     elif not session.owns_server:
@@ -108,15 +108,15 @@ def _search_with_progress(
     with progress_bar(BarColumn(), TextColumn("{task.fields[status]}")) as bar:
         task = bar.add_task("trials", total=settings.trials, status="")
 
-        trials = TrialsDisplay(bar, task, "req/s")
+        trials = TrialsDisplay(bar, task, "infer/s")
 
         def trial_done(trial: TrialResult, best: TrialResult | None, eta: float | None) -> None:
             knobs = knobs_summary(trial.knobs) if trial.knobs else ""
-            trials.done(trial, best, eta, knobs, f"{trial.value:,.0f} req/s")
+            trials.done(trial, best, eta, knobs, f"{trial.value:,.0f} infer/s served")
 
-        def final_round(round_number: int, finalist: Finalist, rate: float | None) -> None:
+        def final_round(round_number: int, finalist: Finalist, served: float | None) -> None:
             bar.update(task, description=f"final round {round_number}: {finalist.label}")
-            shown = f"{rate:,.0f} req/s" if rate is not None else "[red]failed[/]"
+            shown = f"{served:,.0f} infer/s served" if served is not None else "[red]failed[/]"
             err_console.print(f"  final round {round_number}: {finalist.label} {shown}", highlight=False)
 
         return run_workload_search(
@@ -129,15 +129,17 @@ def _search_with_progress(
 
 
 def _finalists_table(result: WorkloadSearchResult) -> Table:
-    table = Table(title="final rounds (interleaved): total req/s with every objective met")
-    for column in ("config", "knobs", "median", "rounds"):
+    table = Table(title="final rounds (interleaved): inferences/s served with every objective met")
+    for column in ("config", "knobs", "median", "rounds", "req/s offered"):
         table.add_column(column, justify="left" if column == "knobs" else "right")
     for f in sorted(result.finalists, key=lambda f: -f.median):
         table.add_row(
             f.label,
             _knobs_text(f),
             f"{f.median:,.0f}",
-            ", ".join(f"{r:,.0f}" for r in f.rates) + (f" (left: {f.error})" if f.error else ""),
+            ", ".join(f"{r:,.0f}" for r in f.served or f.rates)
+            + (f" (left: {f.error})" if f.error else ""),
+            f"{f.median_rate:,.0f}",
         )
     return table
 

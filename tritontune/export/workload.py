@@ -70,6 +70,7 @@ def export_workload(
             layout=winner.layout,
             routes=dict(winner.routes),
             capacity_rounds=winner.rates,
+            served_rounds=winner.served,
             baseline_rounds=baseline.rates if baseline else (),
             knobs=_endpoint_knobs(winner, name),
             config_sha256=config_digest(config),

@@ -59,7 +59,23 @@ class Arrival(TextEnum):
     """How open-loop arrivals are spaced."""
 
     POISSON = "poisson"
+    """Exponential gaps (coefficient of variation 1): independent users."""
     CONSTANT = "constant"
+    GAMMA = "gamma"
+    """Gamma-distributed gaps with a given coefficient of variation: above 1, bursts and lulls
+    (traffic that arrives in clumps, e.g. behind a fan-out or a retrying client)."""
+
+
+def next_gap(arrival: Arrival, rate: float, rng: random.Random, cv: float | None = None) -> float:
+    """The time to the next arrival of a stream of ``rate`` req/s: mean ``1 / rate`` whatever the
+    shape. A gamma gap of shape ``k = 1 / cv**2`` and scale ``1 / (rate * k)`` has that mean and
+    a standard deviation ``cv`` times it (``cv = 1`` is Poisson)."""
+    if arrival == Arrival.POISSON:
+        return rng.expovariate(rate)
+    if arrival == Arrival.GAMMA:
+        shape = 1.0 / (cv or 1.0) ** 2
+        return rng.gammavariate(shape, 1.0 / (rate * shape))
+    return 1.0 / rate
 
 
 if TYPE_CHECKING:  # tritonclient's generated gRPC stub has no type information
@@ -95,19 +111,24 @@ class LoadSpec:
     mode: LoadMode
     value: float
     arrival: Arrival = Arrival.POISSON
+    cv: float | None = None
+    """The gaps' coefficient of variation, for :attr:`Arrival.GAMMA`."""
 
     @classmethod
     def concurrency(cls, n: int) -> LoadSpec:
         return cls(LoadMode.CONCURRENCY, float(n))
 
     @classmethod
-    def rate(cls, requests_per_s: float, arrival: Arrival = Arrival.POISSON) -> LoadSpec:
-        return cls(LoadMode.RATE, float(requests_per_s), Arrival(arrival))
+    def rate(
+        cls, requests_per_s: float, arrival: Arrival = Arrival.POISSON, cv: float | None = None
+    ) -> LoadSpec:
+        return cls(LoadMode.RATE, float(requests_per_s), Arrival(arrival), cv)
 
     def label(self) -> str:
         if self.mode == LoadMode.CONCURRENCY:
             return f"concurrency {int(self.value)}"
-        return f"{self.value:g} req/s ({self.arrival})"
+        shape = f"gamma, cv {self.cv:g}" if self.arrival == Arrival.GAMMA else str(self.arrival)
+        return f"{self.value:g} req/s ({shape})"
 
 
 @dataclass
@@ -414,8 +435,7 @@ class LoadGenerator:
         def tick() -> None:
             due = time.perf_counter()
             while not ticker_stop.is_set():
-                poisson = load.arrival == Arrival.POISSON
-                due += rng.expovariate(load.value) if poisson else 1 / load.value
+                due += next_gap(load.arrival, load.value, rng, load.cv)
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)

@@ -30,7 +30,6 @@ from tritontune.measure.loadgen import (
     QUEUE_TIMEOUT_ERROR,
     SCHEDULER_ERRORS,
     LoadGenerator,
-    LoadSpec,
     LoadTransport,
     RequestLog,
     Stream,
@@ -148,6 +147,12 @@ def judge(traffic_class: TrafficClass, figures: ClassFigures) -> ClassVerdict:
             return ClassVerdict(
                 name, False, f"answered {kept_up:.0%} of its arrivals: a backlog is growing"
             )
+    if traffic_class.min_served is not None:
+        short = traffic_class.min_served.shortfall(
+            figures.offered_rate, figures.request_rate, figures.batch_size
+        )
+        if short:
+            return ClassVerdict(name, False, short)
     shown = f"p99 {p99 * 1e3:.1f} ms"
     if figures.rejected or figures.timed_out:
         shown += f", {figures.rejected} rejected, {figures.timed_out} timed out (may be shed)"
@@ -245,9 +250,7 @@ async def _measure(
     seed: int | None,
 ) -> TrafficMeasurement:
     rates = traffic.rates(total_rate)
-    streams = [
-        Stream(c.name, requests[c.name].requests, LoadSpec.rate(rates[c.name])) for c in traffic.classes
-    ]
+    streams = [Stream(c.name, requests[c.name].requests, c.load(rates[c.name])) for c in traffic.classes]
     models = sorted({r.model for r in requests.values()})
     first_requests = requests[traffic.classes[0].name].requests
     generator = LoadGenerator(

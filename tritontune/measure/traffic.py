@@ -15,14 +15,21 @@
         timeout: 2s             # how long a request may wait in Triton's queue
         completion_p99: 5s      # optional bound on a best-effort class
         may_shed: true          # rejected requests are retried later, not failures
+        min_served: 50%         # but at least half of its arrivals served (or 200/s: inferences)
+        arrival: gamma          # bursty: gamma gaps (default poisson; or constant)
+        arrival_cv: 2           # their coefficient of variation (1 is Poisson's)
 
 A class with ``slo_p99`` is *interactive*: it meets its objective when its p99 is within the SLO
 and (unless it may be shed) it lost no more than :data:`MAX_ERROR_RATE` of its requests. A class
 without one is *best effort*: it meets its objective when it is served (rejections allowed if it
-may be shed; other failures never) and, with ``completion_p99``, within that bound. The load of a
+may be shed; other failures never) and, with ``completion_p99``, within that bound. Either kind may
+carry a floor of work served (``min_served``: a share of its arrivals, or inferences per second),
+below which shedding it no longer counts as meeting its objective. The load of a
 workload is its total request rate; each class gets its share of it (shares are normalized; with
 ``rate`` instead, the rates are scaled together). Each class is an open-loop (Poisson) stream of
-its own, so a slow class can't slow another's arrivals.
+its own, so a slow class can't slow another's arrivals; its gaps are exponential (Poisson) by
+default, or ``constant``, or ``gamma`` with a coefficient of variation ``arrival_cv`` (2: bursts
+and lulls). A workload's capacity is the rate scaling of that shape.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any
 from tritontune.config.variant import QueuePolicy, Variant
 from tritontune.enums import TextEnum
 from tritontune.errors import InputError
+from tritontune.measure.loadgen import Arrival, LoadSpec
 from tritontune.measure.request_shape import RequestShape
 from tritontune.units import format_duration, parse_duration
 from tritontune.yamlfile import read_yaml
@@ -52,6 +60,9 @@ CLASS_KEYS = (
     "slo_p99",
     "completion_p99",
     "may_shed",
+    "min_served",
+    "arrival",
+    "arrival_cv",
 )
 
 
@@ -75,6 +86,34 @@ class ClassObjective(TextEnum):
 
 
 @dataclass(frozen=True)
+class ServedFloor:
+    """The least work a class must have served (``min_served``): a share of its arrivals, or
+    inferences per second (a request of batch 8 is 8 inferences)."""
+
+    share: float | None = None
+    infer_per_s: float | None = None
+
+    def shortfall(self, offered_rate: float, served_rate: float, batch_size: int) -> str | None:
+        """Why ``served_rate`` req/s of ``offered_rate`` falls short (one line), or None."""
+        if self.share is not None:
+            served = served_rate / offered_rate if offered_rate > 0 else 1.0
+            if served < self.share:
+                return f"served {served:.0%} of its arrivals < min_served {self.share:.0%}"
+            return None
+        assert self.infer_per_s is not None
+        inferences = served_rate * batch_size
+        if inferences < self.infer_per_s:
+            return f"served {inferences:,.1f} infer/s < min_served {self.infer_per_s:g}/s"
+        return None
+
+    def to_text(self) -> str:
+        """As a workload file says it."""
+        if self.share is not None:
+            return f"{self.share * 100:.12g}%"
+        return f"{self.infer_per_s:.12g}/s"
+
+
+@dataclass(frozen=True)
 class TrafficClass:
     """One class of requests: its part of the load, its requests, and its objective."""
 
@@ -85,6 +124,14 @@ class TrafficClass:
     slo_p99_s: float | None = None
     completion_p99_s: float | None = None
     may_shed: bool = False
+    min_served: ServedFloor | None = None
+    arrival: Arrival = Arrival.POISSON
+    arrival_cv: float | None = None
+    """The gaps' coefficient of variation (``arrival: gamma`` only)."""
+
+    def load(self, rate: float) -> LoadSpec:
+        """This class's open-loop stream at ``rate`` req/s."""
+        return LoadSpec.rate(rate, self.arrival, self.arrival_cv)
 
     @property
     def objective(self) -> ClassObjective:
@@ -108,6 +155,12 @@ class TrafficClass:
             parts.append(f"queue timeout {format_duration(self.request.timeout_us / 1e6)}")
         if self.may_shed:
             parts.append("may be shed")
+        if self.min_served is not None:
+            parts.append(f"min served {self.min_served.to_text()}")
+        if self.arrival == Arrival.GAMMA:
+            parts.append(f"gamma arrivals (cv {self.arrival_cv:g})")
+        elif self.arrival != Arrival.POISSON:
+            parts.append(f"{self.arrival} arrivals")
         return ", ".join(parts)
 
 
@@ -217,6 +270,12 @@ class Traffic:
                 entry["completion_p99_ms"] = c.completion_p99_s * 1e3
             if c.request.input_data is not None:
                 entry["input_data"] = str(c.request.input_data)
+            if c.min_served is not None:
+                entry["min_served"] = c.min_served.to_text()
+            if c.arrival != Arrival.POISSON:
+                entry["arrival"] = str(c.arrival)
+            if c.arrival_cv is not None:
+                entry["arrival_cv"] = c.arrival_cv
             out.append(entry)
         return {"classes": out}
 
@@ -257,6 +316,12 @@ class Traffic:
                 entry["may_shed"] = True
             if c.request.input_data is not None:
                 entry["input_data"] = (input_data or {}).get(c.name, str(c.request.input_data))
+            if c.min_served is not None:
+                entry["min_served"] = c.min_served.to_text()
+            if c.arrival != Arrival.POISSON:
+                entry["arrival"] = str(c.arrival)
+            if c.arrival_cv is not None:
+                entry["arrival_cv"] = c.arrival_cv
             out.append(entry)
         return {"classes": out}
 
@@ -351,7 +416,48 @@ def _parse_class(
         priority=_whole(entry.get("priority", 0), f"{where}: priority", low=0),
         timeout_us=round(timeout * 1e6) if timeout else 0,
     )
-    return TrafficClass(name, weight, request, slo, completion, may_shed)
+    min_served = _served_floor(entry.get("min_served"), f"{where}: min_served")
+    arrival, cv = _arrival(entry, where)
+    return TrafficClass(name, weight, request, slo, completion, may_shed, min_served, arrival, cv)
+
+
+def _arrival(entry: Mapping, where: str) -> tuple[Arrival, float | None]:
+    """``arrival`` (poisson, constant, gamma) and, for gamma, its ``arrival_cv``."""
+    text = entry.get("arrival", str(Arrival.POISSON))
+    choices = ", ".join(str(a) for a in Arrival)
+    try:
+        arrival = Arrival(str(text))
+    except ValueError:
+        raise InputError(f"{where}: arrival: expected one of {choices} (got {text!r})") from None
+    cv = entry.get("arrival_cv")
+    if arrival != Arrival.GAMMA:
+        if cv is not None:
+            raise InputError(f"{where}: arrival_cv: only with `arrival: gamma`")
+        return arrival, None
+    if cv is None:
+        raise InputError(f"{where}: arrival: gamma needs arrival_cv (e.g. 2: bursty; 1 is Poisson's)")
+    return arrival, _positive(cv, f"{where}: arrival_cv")
+
+
+def _served_floor(value: Any, where: str) -> ServedFloor | None:
+    """``50%`` (of the class's arrivals) or ``200/s`` / ``12000/min`` (inferences)."""
+    if value is None:
+        return None
+    text = str(value).strip().replace(" ", "")
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1]) / 100
+        except ValueError:
+            share = -1.0
+        if not 0 < share <= 1:
+            raise InputError(f"{where}: expected a share of the arrivals in (0%, 100%] (got {value!r})")
+        return ServedFloor(share=share)
+    if not any(text.endswith(suffix) for suffix in ("/s", "/min")):
+        raise InputError(
+            f"{where}: expected a share of the class's arrivals (50%) or inferences per second "
+            f"(200/s) (got {value!r})"
+        )
+    return ServedFloor(infer_per_s=_rate(text, where))
 
 
 def _duration(entry: Mapping, key: str, where: str) -> float | None:

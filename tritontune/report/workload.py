@@ -110,6 +110,12 @@ def slo_cost_per_ms(stairs: list[SloCost], slo_s: float) -> float | None:
 def summary_lines(capacity: TrafficCapacity, headroom: float = DEFAULT_HEADROOM) -> list[str]:
     """The plan in a few sentences (printed by ``profile --workload``, shown in the report)."""
     lines = []
+    if capacity.best is not None:
+        by_class = ", ".join(f"{name} {v:,.0f}" for name, v in capacity.served_by_class().items())
+        lines.append(
+            f"served at capacity: {capacity.served:,.0f} infer/s in all ({by_class}) at "
+            f"{capacity.total_rate:,.0f} req/s offered"
+        )
     for c in capacity.traffic.classes:
         if c.objective != ClassObjective.LATENCY:
             continue

@@ -1,14 +1,19 @@
-"""A config's capacity for a mixed workload: the highest total rate at which every class meets
-its objective.
+"""A config's capacity for a mixed workload: the most work it serves with every class meeting its
+objective.
 
 The workload's mix is scaled up as a whole (each class keeps its share), doubling the total rate
 while every class still meets its objective, then bisecting (geometrically) between the last rate
 that did and the first that didn't. Each rate is measured once with
 :func:`tritontune.measure.mixed.measure_traffic`; ``measure`` is a function, so the search is tested
-on a modelled server. Where a class may be shed, a saturated server can keep meeting the
-objectives past its capacity (the surplus is rejected, which is what admission control is for);
-the ramp goes on while it does, up to an offered rate :data:`MAX_OVERLOAD` times what was served,
-so the capacity also says how much overload the config absorbs with every objective kept.
+on a modelled server.
+
+The figure is the work **served**: inferences per second, every class together, at the level with
+the most of it among those where every class met its objective (issue 24: the offered rate
+rewarded shedding, since a class that may be shed meets its objective at any rejection rate). So
+the ramp also stops once a passing level served less than :data:`SATURATION_GAIN` more than the
+best before it, as the single-class operating point does: past the knee more offered load is only
+rejected, and the served figure is known within that gain. A class's ``min_served`` floor makes a
+level that sheds too much of it a failing one, which the bisection then closes in on.
 """
 
 from __future__ import annotations
@@ -27,17 +32,13 @@ from tritontune.study.figures import CapacityFigure
 DEFAULT_START_RATE = 20.0
 #: The highest total rate a capacity ramp tries when nobody says (``search --max-load``).
 DEFAULT_MAX_RATE = 100_000.0
-#: The ramp stops once the offered rate is this many times the rate served (shed classes).
-MAX_OVERLOAD = 4.0
+#: The ramp stops once a passing level served less than this much more than the best before it.
+SATURATION_GAIN = 0.03
 
 
-def _better(level: TrafficMeasurement, best: TrafficMeasurement) -> bool:
-    """Does a higher passing rate beat ``best``? If it served at least half of the extra load
-    offered, or 5 % more in all: past saturation (shed classes) goodput is flat, and noise must
-    not make an overloaded level the capacity."""
-    offered = level.total_rate / max(best.total_rate, 1e-9) - 1
-    served = level.goodput / max(best.goodput, 1e-9) - 1
-    return served > 0 and (served >= 0.5 * offered or served > 0.05)
+def _gain(level: TrafficMeasurement, best: TrafficMeasurement) -> float:
+    """How much more work ``level`` served than ``best`` (a fraction)."""
+    return level.throughput / max(best.throughput, 1e-9) - 1
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,8 @@ class TrafficCapacity:
     traffic: Traffic
     levels: tuple[TrafficMeasurement, ...]
     best: TrafficMeasurement | None
-    """The level with the highest goodput at which every class met its objective, the lowest
-    such rate when goodput was flat (None: not even the lowest rate met them)."""
+    """The level that served the most inferences with every class meeting its objective (None:
+    not even the lowest rate met them)."""
     remeasured: tuple[float, ...] = ()
     """Rates measured again because a first try missed an objective (the level kept is the
     last try)."""
@@ -58,6 +59,18 @@ class TrafficCapacity:
         return self.best is not None
 
     @property
+    def served(self) -> float:
+        """Inferences served per second at :attr:`best`, every class together: the figure a
+        config is ranked by."""
+        return self.best.throughput if self.best is not None else 0.0
+
+    def served_by_class(self) -> dict[str, float]:
+        """Each class's inferences served per second at :attr:`best`."""
+        if self.best is None:
+            return {c.name: 0.0 for c in self.traffic.classes}
+        return {c.name: self.best.figures(c.name).throughput for c in self.traffic.classes}
+
+    @property
     def total_rate(self) -> float:
         """The total rate offered at :attr:`best`."""
         return self.best.total_rate if self.best is not None else 0.0
@@ -65,7 +78,7 @@ class TrafficCapacity:
     @property
     def highest_rate(self) -> float:
         """The highest total rate offered at which every class met its objective (above
-        :attr:`total_rate` when shed classes absorbed an overload)."""
+        :attr:`total_rate` when shed classes absorbed an overload: shown, never ranked by)."""
         return max((m.total_rate for m in self.levels if m.meets(self.traffic)), default=0.0)
 
     def failure(self) -> str:
@@ -96,6 +109,10 @@ class TrafficCapacity:
     def to_dict(self) -> dict:
         return {
             "feasible": self.feasible,
+            "served_infer_per_s": round(self.served, 3),
+            "served_infer_per_s_by_class": {
+                name: round(v, 3) for name, v in self.served_by_class().items()
+            },
             "total_rate_per_s": round(self.total_rate, 3),
             "highest_rate_per_s": round(self.highest_rate, 3),
             "goodput_per_s": round(self.best.goodput, 3) if self.best else 0.0,
@@ -121,8 +138,9 @@ def find_traffic_capacity(
     max_bisections: int = 3,
     confirm: int = 1,
 ) -> TrafficCapacity:
-    """Ramp (x2) from ``start`` req/s, then bisect until the gap between the passing and failing
-    rates is ``precision`` of the passing one or ``max_bisections`` steps were taken
+    """Ramp (x2) from ``start`` req/s until a level misses an objective or served no more than the
+    best before it (:data:`SATURATION_GAIN`), then bisect until the gap between the passing and
+    failing rates is ``precision`` of the passing one or ``max_bisections`` steps were taken
     (:func:`tritontune.search.ramp.ramp_and_bisect`).
 
     A level that misses an objective is measured again up to ``confirm`` times, and counts as
@@ -131,9 +149,9 @@ def find_traffic_capacity(
     rules: RampRules[TrafficMeasurement] = RampRules(
         passes=lambda level: level.meets(traffic),
         step=lambda best: 2.0,
-        better=_better,
-        # the surplus is shed: overload absorbed
-        saturated=lambda level, best: level.total_rate >= MAX_OVERLOAD * level.goodput,
+        better=lambda level, best: _gain(level, best) > 0,
+        # more offered load is only shed or queued: the served figure is known within the gain
+        saturated=lambda level, best: _gain(level, best) < SATURATION_GAIN,
         precision=precision,
         max_bisections=max_bisections,
         confirm=confirm,

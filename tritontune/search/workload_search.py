@@ -1,8 +1,11 @@
 """``search --workload``: the config with the highest capacity for a traffic mix.
 
 The workload search is the one loop (:mod:`tritontune.search.loop`) with
-:class:`TrafficObjective`: a trial's value is the highest total rate (the workload's mix scaled
-up) at which every class met its objective (:func:`find_traffic_capacity`). The space grows by
+:class:`TrafficObjective`: a trial's value is the work it served (inferences per second, every
+class together) at its capacity, the workload's mix scaled up until a class missed its objective
+(:func:`find_traffic_capacity`). Work served, not the rate offered: a class that may be shed
+meets its objective at any rejection rate, so the offered rate rewarded the config that rejected
+the most. The space grows by
 the scheduler's knobs: whether the classes' priority levels are used (``priorities``), and
 admission control, the lowest level's ``max_queue_size`` (``admission``, ``none`` for an
 unbounded queue). Batch sizes smaller than a class's requests are left out of the space (those
@@ -134,6 +137,7 @@ class WorkloadSearchResult:
                     "trial": t.number,
                     "point": t.params,
                     "knobs": t.knobs,
+                    "served_infer_per_s": t.served,
                     "total_rate_per_s": t.total_rate,
                     "error": t.error,
                 }
@@ -217,8 +221,8 @@ def endpoint_variants(
 
 @dataclass(frozen=True)
 class TrafficObjective:
-    """The workload objective: a config's capacity for the traffic mix (the highest total rate
-    at which every class meets its objective)."""
+    """The workload objective: a config's capacity for the traffic mix (the most work served
+    with every class meeting its objective)."""
 
     space: SearchSpace
     traffic: Traffic
@@ -330,7 +334,7 @@ def _final_rounds(
 ) -> tuple[WorkloadFinal, dict[str, TrafficCapacity]]:
     entries = _finalist_entries(session, objective, settings, trials)
     last: dict[str, TrafficCapacity] = {}
-    done: dict[str, list[float]] = {e.finalist.label: [] for e in entries}
+    done: dict[str, list[TrafficCapacity]] = {e.finalist.label: [] for e in entries}
 
     def measure(entry: _Entry) -> TrafficCapacity:
         if isinstance(entry.load, dict):
@@ -344,22 +348,26 @@ def _final_rounds(
     def report(round_number: int, entry: _Entry, capacity: TrafficCapacity | None) -> None:
         if progress.on_final_round is None:
             return
-        rate = capacity.highest_rate if capacity is not None else None
-        if rate is not None:
-            done[entry.finalist.label].append(rate)
-        shown = dataclasses.replace(entry.finalist, rates=tuple(done[entry.finalist.label]))
-        progress.on_final_round(round_number, shown, rate)
+        if capacity is not None:
+            done[entry.finalist.label].append(capacity)
+        shown = _with_rounds(entry.finalist, done[entry.finalist.label])
+        progress.on_final_round(round_number, shown, capacity.served if capacity else None)
 
     rounds = interleaved_rounds(session, entries, settings.rounds, measure, report)
     finalists = tuple(
-        dataclasses.replace(
-            entry.finalist,
-            rates=tuple(c.highest_rate for c in rounds.figures[i]),
-            error=rounds.errors.get(i),
-        )
+        dataclasses.replace(_with_rounds(entry.finalist, rounds.figures[i]), error=rounds.errors.get(i))
         for i, entry in enumerate(entries)
     )
     return WorkloadFinal.decided(finalists), last
+
+
+def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Finalist:
+    """``finalist`` with its rounds' figures: work served, and the rate offered there."""
+    return dataclasses.replace(
+        finalist,
+        served=tuple(c.served for c in capacities),
+        rates=tuple(c.total_rate for c in capacities),
+    )
 
 
 def _capacity_from(
@@ -390,7 +398,7 @@ def _finalist_entries(
     name = session.source.name
     everyone = {c.name: name for c in traffic.classes}
     entries: list[_Entry] = []
-    top = [t for t in trials if t.total_rate][: settings.top]
+    top = [t for t in trials if t.served][: settings.top]
     for t in top:
         variant = point_variant(space, traffic, t.params)
         config = session.build(variant)

@@ -398,12 +398,14 @@ class PlayoffResult:
 
 @dataclass(frozen=True)
 class Finalist:
-    """One config of the final rounds: its rates (one per round) and their median."""
+    """One config of the final rounds: per round, the work it served at capacity and the total
+    rate offered there; ranked by the median served."""
 
     trial: int | None
     """None: the baseline (the model's own config)."""
     knobs: dict[str, Any]
     rates: tuple[float, ...]
+    """The total rate offered at each round's capacity (req/s): what ``check`` sends."""
     layout: Layout = Layout.SHARED
     models: dict[str, str] = field(default_factory=dict)
     """The name of each model it serves -> its config.pbtxt text, as measured."""
@@ -411,9 +413,18 @@ class Finalist:
     """Class -> the model its requests go to."""
     error: str | None = None
     """Why it left the final rounds (it brought the server down twice, or was refused)."""
+    served: tuple[float, ...] = ()
+    """Inferences served per second at each round's capacity, every class together."""
 
     @property
     def median(self) -> float:
+        """The median served: what the final rounds rank by (a study made before served work
+        was recorded has only rates, and ranked by them)."""
+        figures = self.served or self.rates
+        return statistics.median(figures) if figures else 0.0
+
+    @property
+    def median_rate(self) -> float:
         return statistics.median(self.rates) if self.rates else 0.0
 
     @property
@@ -426,8 +437,10 @@ class Finalist:
             "trial": self.trial,
             "layout": str(self.layout),
             "knobs": self.knobs,
+            "served_infer_per_s": [round(r, 3) for r in self.served],
+            "median_served_infer_per_s": round(self.median, 3),
             "total_rates_per_s": [round(r, 3) for r in self.rates],
-            "median_total_rate_per_s": round(self.median, 3),
+            "median_total_rate_per_s": round(self.median_rate, 3),
             "routes": self.routes,
             "models": self.models,
             "error": self.error,
@@ -443,6 +456,7 @@ class Finalist:
             models=dict(data.get("models") or {}),
             routes=dict(data.get("routes") or {}),
             error=data.get("error"),
+            served=tuple(float(r) for r in data.get("served_infer_per_s") or ()),
         )
 
 
@@ -455,8 +469,11 @@ class CapacityFigure:
     total_rate: float
     """The total rate offered at the best level (req/s)."""
     highest_rate: float
-    """The highest total rate offered at which every class met its objective: the trial's value."""
+    """The highest total rate offered at which every class met its objective (shown only)."""
     goodput: float
+    """Successful requests per second at the best level."""
+    served: float = 0.0
+    """Inferences served per second at the best level, every class together: the trial's value."""
     failure: str = ""
     """Why the first failing level failed (one line), or ''."""
     detail: Mapping[str, Any] = field(default_factory=dict)
@@ -468,6 +485,7 @@ class CapacityFigure:
             "total_rate_per_s": round(self.total_rate, 3),
             "highest_rate_per_s": round(self.highest_rate, 3),
             "goodput_per_s": round(self.goodput, 3),
+            "served_infer_per_s": round(self.served, 3),
             "failure": self.failure,
         }
 
@@ -478,6 +496,12 @@ class CapacityFigure:
             total_rate=float(data.get("total_rate_per_s", 0.0)),
             highest_rate=float(data.get("highest_rate_per_s", 0.0)),
             goodput=float(data.get("goodput_per_s", 0.0)),
+            served=float(
+                data.get("served_infer_per_s")
+                # a trial recorded before served work was: its best level's inferences
+                or (data.get("best") or {}).get("throughput_infer_per_s")
+                or 0.0
+            ),
             failure=str(data.get("failure", "")),
             detail=dict(data),
         )

@@ -232,13 +232,13 @@ class TuningStudy:
     ) -> None:
         """A measured config. An operating point's throughput is the objective and its SLO excess
         the constraint (an infeasible config teaches the sampler instead of being filtered out
-        afterwards); a capacity's highest total rate is the objective."""
+        afterwards); a capacity's work served is the objective."""
         trial.set_user_attr(TrialKey.SWITCH, switch_s)
         if server_restarts:
             trial.set_user_attr(TrialKey.SERVER_RESTARTS, server_restarts)
         if isinstance(figure, CapacityFigure):
             trial.set_user_attr(TrialKey.TRAFFIC_CAPACITY, figure.to_dict())
-            self.optuna_study.tell(trial, figure.highest_rate)
+            self.optuna_study.tell(trial, figure.served)
             return
         trial.set_user_attr(TrialKey.OPERATING_POINT, figure.to_dict())
         trial.set_constraint(SLO_CONSTRAINT, figure.slo_excess_s)

@@ -213,14 +213,19 @@ class TrialResult:
 
     @property
     def value(self) -> float:
-        """What the search maximized: throughput, or a workload trial's total rate."""
-        return (self.total_rate or 0.0) if self.capacity is not None else self.throughput
+        """What the search maximized: throughput, or a workload trial's work served."""
+        return (self.served or 0.0) if self.capacity is not None else self.throughput
+
+    @property
+    def served(self) -> float | None:
+        """A workload trial's value: inferences served per second with every class meeting its
+        objective (None: not measured)."""
+        return self.capacity.served if self.capacity is not None else None
 
     @property
     def total_rate(self) -> float | None:
-        """A workload trial's value: the highest total rate with every objective met (None:
-        not measured)."""
-        return self.capacity.highest_rate if self.capacity is not None else None
+        """The total rate a workload trial was offered at its capacity (None: not measured)."""
+        return self.capacity.total_rate if self.capacity is not None else None
 
     @property
     def counted(self) -> bool:
@@ -321,7 +326,7 @@ class StudyRecord:
 
 @dataclass(frozen=True)
 class WorkloadFinal:
-    """A workload study's final rounds: each finalist's total rate per round, and the winner
+    """A workload study's final rounds: each finalist's work served per round, and the winner
     they decided (:func:`tritontune.study.verdict.workload_winner`)."""
 
     finalists: tuple[Finalist, ...]
@@ -399,7 +404,7 @@ class WorkloadStudyRecord:
     def results(self) -> list[TrialResult]:
         """The measured (or failed) trials, best first; re-proposals left out."""
         done = [t for t in self.trials if t.counted]
-        return sorted(done, key=lambda t: -(t.total_rate or -1.0))
+        return sorted(done, key=lambda t: -(t.served or -1.0))
 
     @property
     def running(self) -> list[TrialResult]:

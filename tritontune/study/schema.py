@@ -103,7 +103,7 @@ class StudyKind(TextEnum):
     SINGLE_CLASS = "single-class"
     """The highest throughput under one p99 SLO (``search --slo-p99``)."""
     WORKLOAD = "workload"
-    """The highest total rate of a traffic mix with every class's objective met
+    """The most inferences served under a traffic mix with every class's objective met
     (``search --workload``)."""
 
 

@@ -87,5 +87,5 @@ def gain_over_baseline(baseline: OperatingPoint | None, throughput: float) -> fl
 
 
 def workload_winner(finalists: Sequence[Finalist]) -> Finalist | None:
-    """The finalist with the best median total rate (None: no finalists)."""
+    """The finalist with the most work served (median of its rounds; None: no finalists)."""
     return max(finalists, key=lambda f: f.median, default=None)
