@@ -167,10 +167,11 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
     studies = SmallStudies(storage, "mlp-tight", "mlp-loose", 0.050, 0.200)
     source = load_model_source(example_repository, "mlp")
     with TuningSession(source, settings=fast) as session:
-        # The tight study's playoff has 2 rounds (export, check and report read its intervals);
-        # the loose one is one config, there to be a second endpoint: one round.
+        # The tight study's playoff has 3 rounds: check holds the export to the lowest round, and
+        # with 2 a fresh check on a busy minute fell below it (CI-like run: -14 %); the loose one
+        # is one config, there to be a second endpoint: one round.
         for name, space, slo, trials, rounds in (
-            (studies.tight, tight, studies.tight_slo_s, 3, 2),
+            (studies.tight, tight, studies.tight_slo_s, 3, 3),
             (studies.loose, loose, studies.loose_slo_s, 1, 1),
         ):
             settings = SearchSettings(

@@ -54,7 +54,7 @@ def test_export_writes_the_best_config_its_model_and_its_record(
         "model": "mlp", "study": small_studies.tight, "storage": small_studies.storage,
         "trial": best.number, "rank": 1,
     }  # fmt: skip
-    assert record.playoff is not None and record.playoff["winner"] and record.playoff["rounds"] == 2
+    assert record.playoff is not None and record.playoff["winner"] and record.playoff["rounds"] == 3
     assert record.playoff["throughput"]["median"] == pytest.approx(confirmed.throughput, rel=1e-3)
     assert record.hardware.cpu_count >= 1 and record.baseline["feasible"]
     assert record.model_files == {"1/model.onnx": record.model_files["1/model.onnx"]}

@@ -129,6 +129,17 @@ class TrafficClass:
     arrival_cv: float | None = None
     """The gaps' coefficient of variation (``arrival: gamma`` only)."""
 
+    def shape_keys(self) -> dict[str, Any]:
+        """The served floor and arrival shape, as both a workload file and a study say them."""
+        keys: dict[str, Any] = {}
+        if self.min_served is not None:
+            keys["min_served"] = self.min_served.to_text()
+        if self.arrival != Arrival.POISSON:
+            keys["arrival"] = str(self.arrival)
+        if self.arrival_cv is not None:
+            keys["arrival_cv"] = self.arrival_cv
+        return keys
+
     def load(self, rate: float) -> LoadSpec:
         """This class's open-loop stream at ``rate`` req/s."""
         return LoadSpec.rate(rate, self.arrival, self.arrival_cv)
@@ -270,12 +281,7 @@ class Traffic:
                 entry["completion_p99_ms"] = c.completion_p99_s * 1e3
             if c.request.input_data is not None:
                 entry["input_data"] = str(c.request.input_data)
-            if c.min_served is not None:
-                entry["min_served"] = c.min_served.to_text()
-            if c.arrival != Arrival.POISSON:
-                entry["arrival"] = str(c.arrival)
-            if c.arrival_cv is not None:
-                entry["arrival_cv"] = c.arrival_cv
+            entry.update(c.shape_keys())
             out.append(entry)
         return {"classes": out}
 
@@ -316,12 +322,7 @@ class Traffic:
                 entry["may_shed"] = True
             if c.request.input_data is not None:
                 entry["input_data"] = (input_data or {}).get(c.name, str(c.request.input_data))
-            if c.min_served is not None:
-                entry["min_served"] = c.min_served.to_text()
-            if c.arrival != Arrival.POISSON:
-                entry["arrival"] = str(c.arrival)
-            if c.arrival_cv is not None:
-                entry["arrival_cv"] = c.arrival_cv
+            entry.update(c.shape_keys())
             out.append(entry)
         return {"classes": out}
 
