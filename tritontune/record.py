@@ -22,8 +22,9 @@ import yaml
 from tritontune import __version__
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.measure.arrivals import Arrival
 from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures, gpu_from_list, gpu_to_list
-from tritontune.measure.loadgen import Arrival, LoadMode, LoadSpec
+from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.traffic import Layout
 from tritontune.yamlfile import read_yaml
 

@@ -8,6 +8,7 @@ import pytest
 from tests.measure.test_interference import burner
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
+from tritontune.measure.arrivals import Arrival, read_arrival_trace
 from tritontune.measure.gpu_metrics import parse_gpu_metrics
 from tritontune.measure.interference import OTHER_CORES_LIMIT
 from tritontune.measure.loadgen import LoadSpec
@@ -54,6 +55,17 @@ def test_open_loop_holds_the_rate(session: TuningSession):
     assert m.request_rate == pytest.approx(200, rel=0.2)
     assert m.send_lag_p99_s is not None and m.send_lag_p99_s < 0.05
     assert m.latency.p99 >= m.latency.p50
+
+
+def test_a_replayed_trace_holds_the_rate_it_is_sped_up_to(session: TuningSession):
+    """The example gateway log's interactive lines (3.8 req/s as recorded) played at 200 req/s."""
+    gateway = Path(__file__).parents[2] / "examples" / "workloads" / "gateway-trace.csv"
+    trace = read_arrival_trace(gateway, "interactive", where="test")
+    session.load(Variant(dynamic_batching=False))
+    m = session.measure(LoadSpec.rate(200, Arrival.TRACE, trace=trace))
+    assert m.error_count == 0
+    assert m.request_rate == pytest.approx(200, rel=0.25)
+    assert m.send_lag_p99_s is not None and m.send_lag_p99_s < 0.05
 
 
 def test_client_batch_size_counts_inferences(example_repository: Path):

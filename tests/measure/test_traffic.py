@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tritontune.errors import InputError
-from tritontune.measure.loadgen import Arrival, LoadSpec
+from tritontune.measure.arrivals import Arrival
+from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import (
     ClassObjective,
@@ -429,3 +430,81 @@ def test_a_class_may_arrive_in_bursts(tmp_path):
 )  # fmt: skip
 def test_bad_arrivals(tmp_path, fields, message):
     assert message in refused(tmp_path, with_batch(share=1, **fields))
+
+
+# --- replayed traces -------------------------------------------------------------------------
+
+GATEWAY_LOG = """\
+time,class
+2026-11-24T10:00:00.000Z,interactive
+2026-11-24T10:00:00.100Z,batch
+2026-11-24T10:00:00.200Z,interactive
+2026-11-24T10:00:01.000Z,batch
+2026-11-24T10:00:02.000Z,interactive
+"""
+
+
+def traced(tmp_path: Path, **batch_fields: object) -> Traffic:
+    """Both classes replayed from one gateway log (interactive: 3 arrivals in 2 s, batch: 2 in
+    0.9 s), with ``batch_fields`` added to the batch class."""
+    (tmp_path / "gateway.csv").write_text(GATEWAY_LOG, encoding="utf-8")
+    lines = ["classes:"]
+    for name, fields in (("interactive", {"slo_p99": "20ms"}), ("batch", batch_fields)):
+        lines += [f"  - name: {name}", "    arrival: trace", "    trace: gateway.csv"]
+        lines += [f"    {key}: {value}" for key, value in fields.items()]
+    return read_traffic(write(tmp_path, "\n".join(lines) + "\n"))
+
+
+def test_a_trace_class_replays_its_own_lines_at_the_traces_rate(tmp_path):
+    traffic = traced(tmp_path)
+    interactive, batch = traffic.get("interactive"), traffic.get("batch")
+    assert interactive.trace is not None and batch.trace is not None
+    assert (interactive.trace.arrivals, batch.trace.arrivals) == (3, 2)
+    # without a share or rate, each class has its trace's own rate, and the file is by rate
+    assert traffic.by_rate
+    assert interactive.weight == pytest.approx(2 / 2.0) and batch.weight == pytest.approx(1 / 0.9)
+    assert traffic.nominal_rate == pytest.approx(1.0 + 1 / 0.9)
+    load = interactive.load(4.0)
+    assert load.arrival == Arrival.TRACE and load.trace == interactive.trace
+    assert "x4" in load.label()  # 4 req/s plays the 1 req/s trace four times faster
+    assert "trace arrivals (gateway.csv: 3 arrivals" in interactive.describe()
+
+
+def test_a_trace_class_takes_a_share_only_beside_other_shares(tmp_path):
+    """A trace class without share or rate counts as one by rate: beside a share, a mix."""
+    with pytest.raises(InputError, match="not a mix"):
+        traced(tmp_path, share=3)
+
+
+def test_a_traced_workload_round_trips_through_a_study_and_an_export(tmp_path):
+    traffic = traced(tmp_path, rate="5/s")
+    assert traffic.get("batch").weight == 5.0
+    stored = Traffic.from_dict(traffic.to_dict(), where="study").get("batch")
+    assert stored.trace == traffic.get("batch").trace and stored.weight == 5.0
+    # an export copies the trace beside its workload file and names the copy
+    exported = tmp_path / "export"
+    exported.mkdir()
+    (exported / "trace.csv").write_text(GATEWAY_LOG, encoding="utf-8")
+    file = traffic.to_file(traces={"batch": "trace.csv", "interactive": "trace.csv"})
+    assert file["classes"][1]["trace"] == "trace.csv"
+    again = parse_traffic(file, where="export", base_dir=exported).get("batch")
+    assert again.trace is not None and again.trace.source == exported / "trace.csv"
+    assert again.trace.unit_gaps == traffic.get("batch").trace.unit_gaps
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"arrival": "trace"}, "arrival: trace needs `trace:`"),
+     ({"trace": "gateway.csv"}, "trace: only with `arrival: trace`"),
+     ({"arrival": "trace", "trace": "absent.csv"}, "trace: "),
+     ({"arrival": "trace", "trace": "gateway.csv", "arrival_cv": 2}, "arrival_cv: only with")],
+)  # fmt: skip
+def test_bad_trace_classes(tmp_path, fields, message):
+    (tmp_path / "gateway.csv").write_text(GATEWAY_LOG, encoding="utf-8")
+    assert message in refused(tmp_path, with_batch(share=1, **fields))
+
+
+def test_a_trace_with_too_few_arrivals_of_the_class_names_it(tmp_path):
+    (tmp_path / "gateway.csv").write_text("1.0,interactive\n2.0,other\n", encoding="utf-8")
+    message = refused(tmp_path, with_batch(share=1, arrival="trace", trace="gateway.csv"))
+    assert "classes[1] (batch): trace" in message and "0 arrival(s) of class 'batch'" in message

@@ -33,9 +33,10 @@ from tritontune.cli._common import (
 from tritontune.cli._option_groups import precision_options, server_options
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
+from tritontune.measure.arrivals import Arrival
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
 from tritontune.measure.interference import Interference
-from tritontune.measure.loadgen import Arrival, LoadSpec
+from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.request_shape import RequestShape
@@ -75,9 +76,12 @@ def _loads(concurrency: str | None, request_rate: str | None, arrival: str) -> l
     if concurrency and request_rate:
         raise InputError("give --concurrency or --request-rate, not both")
     if request_rate:
-        known = [a.value for a in Arrival]
+        known = [str(Arrival.POISSON), str(Arrival.CONSTANT)]
         if arrival not in known:
-            raise InputError(f"--arrival: {arrival!r} is not one of {', '.join(known)}")
+            raise InputError(
+                f"--arrival: {arrival!r} is not one of {', '.join(known)} (gamma and trace "
+                "arrivals: per class, in a --workload file)"
+            )
         return [LoadSpec.rate(r, Arrival(arrival)) for r in parse_rate_list(request_rate)]
     values = parse_int_list(concurrency or "1,4,16", what="--concurrency")
     return [LoadSpec.concurrency(n) for n in values]

@@ -2,8 +2,8 @@
 
 One model (the shared layout) or one per class (``NAME_<class>``), each with its config, a copy
 of the model files that were measured, the workload file (``tritontune.workload.yaml``, with
-copies of the classes' request data) and a workload record that ``check`` reads to send the same
-workload again.
+copies of the classes' request data and arrival traces) and a workload record that ``check``
+reads to send the same workload again.
 """
 
 from __future__ import annotations
@@ -56,13 +56,17 @@ def export_workload(
         config.name = name
         staging.copy_files(staging.model_files(source), staged)
         write_config(config, staged / "config.pbtxt")
-        data_files = {}
+        data_files, trace_files = {}, {}
         for c in traffic.classes:
             if c.request.input_data is not None:
                 data_files[c.name] = f"tritontune.input_data.{c.name}.json"
                 shutil.copy2(c.request.input_data, staged / data_files[c.name])
+            if c.trace is not None:
+                trace_files[c.name] = f"tritontune.trace.{c.name}{c.trace.source.suffix}"
+                shutil.copy2(c.trace.source, staged / trace_files[c.name])
         (staged / WORKLOAD_FILE).write_text(
-            yaml.safe_dump(traffic.to_file(data_files), sort_keys=False), encoding="utf-8"
+            yaml.safe_dump(traffic.to_file(data_files, trace_files), sort_keys=False),
+            encoding="utf-8",
         )
         record = WorkloadRecord(
             model=name,

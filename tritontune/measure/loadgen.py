@@ -9,10 +9,11 @@ same whatever the protocol.
 
 * **Closed loop** (``concurrency=N``): N workers, each sends its next request when the last one
   returns. Easy on the server; hides queueing, because it slows down when the server does.
-* **Open loop** (``rate=R``): requests are scheduled at Poisson (or constant) arrivals and sent on
-  schedule whether or not earlier ones returned. Latency is counted from the *scheduled* send time,
-  so a slow server (or a saturated client) shows up in the tail instead of silently lowering the
-  rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
+* **Open loop** (``rate=R``): requests are scheduled at arrivals of a given shape
+  (:mod:`tritontune.measure.arrivals`: Poisson, constant, gamma, a replayed trace) and sent on
+  schedule whether or not earlier ones returned. Latency is counted from the *scheduled* send
+  time, so a slow server (or a saturated client) shows up in the tail instead of silently lowering
+  the rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
   visible as such.
 
 Every run is bounded in time and in requests.
@@ -35,6 +36,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tritontune.enums import TextEnum
+from tritontune.measure.arrivals import Arrival, ArrivalTrace, arrival_gaps
 from tritontune.server.client import (
     GRPC_OPTIONS,
     ModelStatsSnapshot,
@@ -53,29 +55,6 @@ class LoadMode(TextEnum):
 
     CONCURRENCY = "concurrency"
     RATE = "rate"
-
-
-class Arrival(TextEnum):
-    """How open-loop arrivals are spaced."""
-
-    POISSON = "poisson"
-    """Exponential gaps (coefficient of variation 1): independent users."""
-    CONSTANT = "constant"
-    GAMMA = "gamma"
-    """Gamma-distributed gaps with a given coefficient of variation: above 1, bursts and lulls
-    (traffic that arrives in clumps, e.g. behind a fan-out or a retrying client)."""
-
-
-def next_gap(arrival: Arrival, rate: float, rng: random.Random, cv: float | None = None) -> float:
-    """The time to the next arrival of a stream of ``rate`` req/s: mean ``1 / rate`` whatever the
-    shape. A gamma gap of shape ``k = 1 / cv**2`` and scale ``1 / (rate * k)`` has that mean and
-    a standard deviation ``cv`` times it (``cv = 1`` is Poisson)."""
-    if arrival == Arrival.POISSON:
-        return rng.expovariate(rate)
-    if arrival == Arrival.GAMMA:
-        shape = 1.0 / (cv or 1.0) ** 2
-        return rng.gammavariate(shape, 1.0 / (rate * shape))
-    return 1.0 / rate
 
 
 if TYPE_CHECKING:  # tritonclient's generated gRPC stub has no type information
@@ -113,6 +92,8 @@ class LoadSpec:
     arrival: Arrival = Arrival.POISSON
     cv: float | None = None
     """The gaps' coefficient of variation, for :attr:`Arrival.GAMMA`."""
+    trace: ArrivalTrace | None = field(default=None, compare=False, repr=False)
+    """The recorded arrivals replayed, for :attr:`Arrival.TRACE`."""
 
     @classmethod
     def concurrency(cls, n: int) -> LoadSpec:
@@ -120,14 +101,38 @@ class LoadSpec:
 
     @classmethod
     def rate(
-        cls, requests_per_s: float, arrival: Arrival = Arrival.POISSON, cv: float | None = None
+        cls,
+        requests_per_s: float,
+        arrival: Arrival = Arrival.POISSON,
+        cv: float | None = None,
+        trace: ArrivalTrace | None = None,
     ) -> LoadSpec:
-        return cls(LoadMode.RATE, float(requests_per_s), Arrival(arrival), cv)
+        return cls(LoadMode.RATE, float(requests_per_s), Arrival(arrival), cv, trace)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for results: the shape of the arrivals too (a gamma's CV, a trace's file
+        and how many times faster than recorded it played)."""
+        out: dict[str, Any] = {
+            "mode": self.mode.value,
+            "value": self.value,
+            "arrival": self.arrival.value,
+        }
+        if self.cv is not None:
+            out["arrival_cv"] = self.cv
+        if self.trace is not None:
+            out["trace"] = str(self.trace.source)
+            out["speedup"] = round(self.trace.speedup(self.value), 3)
+        return out
 
     def label(self) -> str:
         if self.mode == LoadMode.CONCURRENCY:
             return f"concurrency {int(self.value)}"
-        shape = f"gamma, cv {self.cv:g}" if self.arrival == Arrival.GAMMA else str(self.arrival)
+        if self.arrival == Arrival.GAMMA:
+            shape = f"gamma, cv {self.cv:g}"
+        elif self.arrival == Arrival.TRACE and self.trace is not None:
+            shape = f"trace {self.trace.source.name} x{self.trace.speedup(self.value):.3g}"
+        else:
+            shape = str(self.arrival)
         return f"{self.value:g} req/s ({shape})"
 
 
@@ -434,8 +439,9 @@ class LoadGenerator:
 
         def tick() -> None:
             due = time.perf_counter()
+            gaps = arrival_gaps(load.arrival, load.value, rng, load.cv, load.trace)
             while not ticker_stop.is_set():
-                due += next_gap(load.arrival, load.value, rng, load.cv)
+                due += next(gaps)
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)

@@ -135,11 +135,7 @@ class Measurement:
 
     def to_dict(self) -> dict:
         return {
-            "load": {
-                "mode": self.load.mode.value,
-                "value": self.load.value,
-                "arrival": self.load.arrival.value,
-            },
+            "load": self.load.to_dict(),
             "batch_size": self.batch_size,
             "throughput_infer_per_s": round(self.throughput, 3),
             "request_rate_per_s": round(self.request_rate, 3),

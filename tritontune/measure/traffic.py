@@ -18,6 +18,10 @@
         min_served: 50%         # but at least half of its arrivals served (or 200/s: inferences)
         arrival: gamma          # bursty: gamma gaps (default poisson; or constant)
         arrival_cv: 2           # their coefficient of variation (1 is Poisson's)
+      - name: replayed
+        arrival: trace          # the arrivals of a recorded trace, sped up or slowed down
+        trace: gateway.csv      # timestamp[,class] lines; this class's lines, or all without one
+        slo_p99: 50ms           # (no share or rate: the trace's own rate)
 
 A class with ``slo_p99`` is *interactive*: it meets its objective when its p99 is within the SLO
 and (unless it may be shed) it lost no more than :data:`MAX_ERROR_RATE` of its requests. A class
@@ -29,7 +33,10 @@ workload is its total request rate; each class gets its share of it (shares are 
 ``rate`` instead, the rates are scaled together). Each class is an open-loop (Poisson) stream of
 its own, so a slow class can't slow another's arrivals; its gaps are exponential (Poisson) by
 default, or ``constant``, or ``gamma`` with a coefficient of variation ``arrival_cv`` (2: bursts
-and lulls). A workload's capacity is the rate scaling of that shape.
+and lulls), or ``trace``: the recorded arrivals of a ``trace`` file replayed
+(:mod:`tritontune.measure.arrivals`), their gaps scaled to the class's rate; a trace class without a
+``share`` or ``rate`` has the trace's own rate. A workload's capacity is the rate scaling of that
+shape.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ from typing import Any
 from tritontune.config.variant import QueuePolicy, Variant
 from tritontune.enums import TextEnum
 from tritontune.errors import InputError
-from tritontune.measure.loadgen import Arrival, LoadSpec
+from tritontune.measure.arrivals import Arrival, ArrivalTrace, read_arrival_trace
+from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.request_shape import RequestShape
 from tritontune.units import format_duration, parse_duration
 from tritontune.yamlfile import read_yaml
@@ -63,6 +71,7 @@ CLASS_KEYS = (
     "min_served",
     "arrival",
     "arrival_cv",
+    "trace",
 )
 
 
@@ -128,6 +137,8 @@ class TrafficClass:
     arrival: Arrival = Arrival.POISSON
     arrival_cv: float | None = None
     """The gaps' coefficient of variation (``arrival: gamma`` only)."""
+    trace: ArrivalTrace | None = None
+    """The recorded arrivals replayed (``arrival: trace`` only)."""
 
     def shape_keys(self) -> dict[str, Any]:
         """The served floor and arrival shape, as both a workload file and a study say them."""
@@ -138,11 +149,13 @@ class TrafficClass:
             keys["arrival"] = str(self.arrival)
         if self.arrival_cv is not None:
             keys["arrival_cv"] = self.arrival_cv
+        if self.trace is not None:
+            keys["trace"] = str(self.trace.source)
         return keys
 
     def load(self, rate: float) -> LoadSpec:
         """This class's open-loop stream at ``rate`` req/s."""
-        return LoadSpec.rate(rate, self.arrival, self.arrival_cv)
+        return LoadSpec.rate(rate, self.arrival, self.arrival_cv, self.trace)
 
     @property
     def objective(self) -> ClassObjective:
@@ -170,6 +183,8 @@ class TrafficClass:
             parts.append(f"min served {self.min_served.to_text()}")
         if self.arrival == Arrival.GAMMA:
             parts.append(f"gamma arrivals (cv {self.arrival_cv:g})")
+        elif self.trace is not None:
+            parts.append(f"trace arrivals ({self.trace.describe()})")
         elif self.arrival != Arrival.POISSON:
             parts.append(f"{self.arrival} arrivals")
         return ", ".join(parts)
@@ -299,10 +314,13 @@ class Traffic:
             classes.append(file_entry)
         return parse_traffic({"classes": classes}, where=where)
 
-    def to_file(self, input_data: Mapping[str, str] | None = None) -> dict:
+    def to_file(
+        self, input_data: Mapping[str, str] | None = None, traces: Mapping[str, str] | None = None
+    ) -> dict:
         """The workload as a workload file says it (:func:`parse_traffic` reads it back to the
-        same traffic): what an export writes beside the tuned model. ``input_data`` maps a class
-        to the file name its requests' data is written under (else the path it was read from)."""
+        same traffic): what an export writes beside the tuned model. ``input_data`` and ``traces``
+        map a class to the file name its requests' data and its trace are written under (else the
+        paths they were read from)."""
         out = []
         for c in self.classes:
             entry: dict[str, Any] = {
@@ -323,6 +341,8 @@ class Traffic:
             if c.request.input_data is not None:
                 entry["input_data"] = (input_data or {}).get(c.name, str(c.request.input_data))
             entry.update(c.shape_keys())
+            if c.name in (traces or {}):
+                entry["trace"] = (traces or {})[c.name]
             out.append(entry)
         return {"classes": out}
 
@@ -355,25 +375,28 @@ def parse_traffic(
     entries = data["classes"]
     if not isinstance(entries, list) or not entries:
         raise InputError(f"{where}: classes: expected a non-empty list of traffic classes")
-    classes = [
+    parsed = [
         _parse_class(entry, f"{where}: classes[{i}]", base_dir, dynamic_dim, seed + i)
         for i, entry in enumerate(entries)
     ]
+    classes = [traffic_class for traffic_class, _ in parsed]
     names = [c.name for c in classes]
     for name in names:
         if names.count(name) > 1:
             raise InputError(f"{where}: classes: the name {name!r} is used twice")
-    by_rate = {"rate" in e for e in entries}
+    by_rate = {class_by_rate for _, class_by_rate in parsed}
     if len(by_rate) > 1:
         raise InputError(
-            f"{where}: classes: give every class a `share` or every class a `rate`, not a mix"
+            f"{where}: classes: give every class a `share` or every class a `rate` (a trace's own, "
+            "without either), not a mix"
         )
     return Traffic(tuple(classes), by_rate=by_rate.pop())
 
 
 def _parse_class(
     entry: Any, where: str, base_dir: Path | None, dynamic_dim: int, seed: int
-) -> TrafficClass:
+) -> tuple[TrafficClass, bool]:
+    """The class, and whether it gave a rate (True) or a share."""
     if not isinstance(entry, Mapping):
         raise InputError(f"{where}: expected a mapping (name, share or rate, slo_p99, ...)")
     name = entry.get("name")
@@ -383,13 +406,17 @@ def _parse_class(
     unknown = sorted(set(entry) - set(CLASS_KEYS))
     if unknown:
         raise InputError(f"{where}: unknown field {unknown[0]!r} (expected {', '.join(CLASS_KEYS)})")
-    if ("share" in entry) == ("rate" in entry):
+    arrival, cv, trace = _arrival(entry, where, name, base_dir)
+    if "share" in entry and "rate" in entry:
         raise InputError(f"{where}: give exactly one of `share` (a fraction) or `rate` (req/s)")
-    weight = (
-        _positive(entry["share"], f"{where}: share")
-        if "share" in entry
-        else _rate(entry["rate"], f"{where}: rate")
-    )
+    if "share" in entry:
+        weight = _positive(entry["share"], f"{where}: share")
+    elif "rate" in entry:
+        weight = _rate(entry["rate"], f"{where}: rate")
+    elif trace is not None:
+        weight = trace.natural_rate
+    else:
+        raise InputError(f"{where}: give exactly one of `share` (a fraction) or `rate` (req/s)")
     slo = _duration(entry, "slo_p99", where)
     completion = _duration(entry, "completion_p99", where)
     if slo is not None and completion is not None:
@@ -418,26 +445,44 @@ def _parse_class(
         timeout_us=round(timeout * 1e6) if timeout else 0,
     )
     min_served = _served_floor(entry.get("min_served"), f"{where}: min_served")
-    arrival, cv = _arrival(entry, where)
-    return TrafficClass(name, weight, request, slo, completion, may_shed, min_served, arrival, cv)
+    traffic_class = TrafficClass(
+        name, weight, request, slo, completion, may_shed, min_served, arrival, cv, trace
+    )
+    return traffic_class, "share" not in entry
 
 
-def _arrival(entry: Mapping, where: str) -> tuple[Arrival, float | None]:
-    """``arrival`` (poisson, constant, gamma) and, for gamma, its ``arrival_cv``."""
+def _arrival(
+    entry: Mapping, where: str, name: str, base_dir: Path | None
+) -> tuple[Arrival, float | None, ArrivalTrace | None]:
+    """``arrival`` (poisson, constant, gamma, trace), for gamma its ``arrival_cv``, for a trace
+    the arrivals read from its ``trace`` file (relative to ``base_dir``)."""
     text = entry.get("arrival", str(Arrival.POISSON))
     choices = ", ".join(str(a) for a in Arrival)
     try:
         arrival = Arrival(str(text))
     except ValueError:
         raise InputError(f"{where}: arrival: expected one of {choices} (got {text!r})") from None
-    cv = entry.get("arrival_cv")
-    if arrival != Arrival.GAMMA:
-        if cv is not None:
-            raise InputError(f"{where}: arrival_cv: only with `arrival: gamma`")
-        return arrival, None
-    if cv is None:
-        raise InputError(f"{where}: arrival: gamma needs arrival_cv (e.g. 2: bursty; 1 is Poisson's)")
-    return arrival, _positive(cv, f"{where}: arrival_cv")
+    cv, trace_file = entry.get("arrival_cv"), entry.get("trace")
+    if arrival != Arrival.GAMMA and cv is not None:
+        raise InputError(f"{where}: arrival_cv: only with `arrival: gamma`")
+    if arrival != Arrival.TRACE and trace_file is not None:
+        raise InputError(f"{where}: trace: only with `arrival: trace`")
+    if arrival == Arrival.GAMMA:
+        if cv is None:
+            raise InputError(
+                f"{where}: arrival: gamma needs arrival_cv (e.g. 2: bursty; 1 is Poisson's)"
+            )
+        return arrival, _positive(cv, f"{where}: arrival_cv"), None
+    if arrival == Arrival.TRACE:
+        if trace_file is None:
+            raise InputError(
+                f"{where}: arrival: trace needs `trace:`, a file of timestamps (and class names)"
+            )
+        path = Path(str(trace_file))
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return arrival, None, read_arrival_trace(path, name, where=f"{where}: trace")
+    return arrival, None, None
 
 
 def _served_floor(value: Any, where: str) -> ServedFloor | None:
