@@ -10,9 +10,11 @@ import dataclasses
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
+from tritontune.measure.arrivals import Arrival, ArrivalTrace
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
     QUEUE_TIMEOUT_ERROR,
@@ -355,6 +357,15 @@ def test_to_dict_with_traffic_carries_the_verdicts():
     assert [c["name"] for c in out["classes"]] == ["interactive", "batch"]
     assert out["server"] == {} and out["interference"] is None
     json.dumps(out)
+
+
+def test_to_dict_names_how_fast_a_replayed_trace_played():
+    """Batch's trace was recorded at 2 req/s; 70 % of 200 req/s plays it 70 times faster."""
+    trace = ArrivalTrace(Path("gateway.csv"), 3, 2.0, (1.0, 1.0))
+    traced = dataclasses.replace(SHED_BATCH, arrival=Arrival.TRACE, trace=trace)
+    out = measurement(0.010).to_dict(Traffic((INTERACTIVE, traced)))
+    interactive, batch = out["classes"]
+    assert batch["trace_speedup"] == pytest.approx(70.0) and "trace_speedup" not in interactive
 
 
 def test_to_dict_without_traffic_has_no_verdicts():

@@ -207,6 +207,11 @@ class TrafficMeasurement:
             "interference": self.interference.to_dict() if self.interference else None,
         }
         if traffic is not None:
+            rates = traffic.rates(self.total_rate)
+            for entry in out["classes"]:
+                trace = traffic.get(entry["name"]).trace
+                if trace is not None:  # how many times faster than recorded it played
+                    entry["trace_speedup"] = round(trace.speedup(rates[entry["name"]]), 3)
             out["meets_objectives"] = self.meets(traffic)
             out["verdicts"] = {
                 v.name: {"met": v.met, "reason": v.reason} for v in self.verdicts(traffic)
