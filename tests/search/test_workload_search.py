@@ -23,6 +23,7 @@ from tritontune.search.workload_search import (
     endpoint_variants,
     point_variant,
     run_workload_search,
+    split_by_demand,
     workload_space,
 )
 
@@ -122,6 +123,32 @@ def test_the_endpoint_layout_splits_the_instances_by_demand_and_drops_priorities
     assert (
         endpoint_variants(TRAFFIC, base, instances=1, admission=None)["interactive"].instance_count == 1
     )
+
+
+def test_the_endpoint_layout_shares_the_compute_threads_instead_of_multiplying_them():
+    """MiniLM on 2 cores: one instance of 2 threads becomes two endpoints of 1 thread each (each
+    taking 2 oversubscribed the cores and broke the interactive tail)."""
+    base = point_variant(SPACE, TRAFFIC, {"max_batch_size": 64, "priorities": True, "admission": 16})
+    split = endpoint_variants(TRAFFIC, base, instances=1, admission=16, threads=2)
+    assert {c: v.backend_parameters["intra_op_thread_count"] for c, v in split.items()} == {
+        "interactive": "1",
+        "batch": "1",
+    }
+    # 4 instances x 2 threads = 8: interactive 1 instance x 1, batch 4 instances x 7 // 4
+    wide = endpoint_variants(TRAFFIC, base, instances=4, admission=16, threads=2)
+    assert wide["interactive"].backend_parameters["intra_op_thread_count"] == "1"
+    assert wide["batch"].backend_parameters["intra_op_thread_count"] == "1"
+    assert (
+        "intra_op_thread_count"
+        not in endpoint_variants(TRAFFIC, base, 1, 16)["batch"].backend_parameters
+    )
+
+
+def test_units_are_split_by_demand_at_least_one_each():
+    assert split_by_demand(2, {"i": 0.3, "b": 5.6}) == {"i": 1, "b": 1}
+    assert split_by_demand(6, {"i": 0.3, "b": 5.6}) == {"i": 1, "b": 5}
+    assert split_by_demand(5, {"a": 1, "b": 1, "c": 1}) == {"a": 2, "b": 2, "c": 1}
+    assert split_by_demand(1, {"a": 1, "b": 1}) == {"a": 1, "b": 1}  # fewer units than names
 
 
 def test_the_final_rounds_measure_the_best_config_as_endpoints_too(session):

@@ -188,26 +188,45 @@ def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]
 
 
 def endpoint_variants(
-    traffic: Traffic, variant: Variant, instances: int, admission: int | None
+    traffic: Traffic,
+    variant: Variant,
+    instances: int,
+    admission: int | None,
+    threads: int | None = None,
 ) -> dict[str, Variant]:
     """The other layout of a config: one endpoint per class, each with ``variant``'s knobs and no
     priority levels (it serves one class), the class's queue timeout as its queue's, the
     admission bound on the endpoints of classes that may be shed, and the class's share of the
-    ``instances`` by inference demand (rate x batch size), at least one each. A config without
-    the dynamic batcher has no scheduler queue: its endpoints only split the instances."""
+    ``instances`` by inference demand (rate x batch size), at least one each.
+
+    ``threads`` (onnxruntime's ``intra_op_thread_count`` of the shared config; None or 0: its
+    default, left alone) is split too: the shared config ran ``instances x threads`` compute
+    threads, and the endpoints share that many by demand, at least one per instance, instead of
+    each taking ``threads`` per instance. On 2 cores, MiniLM's interactive endpoint (1 thread)
+    beside a batch endpoint of 2 threads had a p99 of 163 ms; beside one of 1 thread, 83-98 ms
+    (docs/concepts/workloads.md). A config without the dynamic batcher has no scheduler queue:
+    its endpoints only split the instances and threads."""
     fractions = traffic.fractions()
     demand = {c.name: fractions[c.name] * c.request.batch_size for c in traffic.classes}
     total = sum(demand.values())
+    counts = {c: max(1, round(instances * d / total)) for c, d in demand.items()}
+    budget = split_by_demand(instances * threads, demand) if threads else None
     out = {}
     for c in traffic.classes:
         timeout = c.request.timeout_us or None
-        share = max(1, round(instances * demand[c.name] / total))
+        share = counts[c.name]
+        parameters = dict(variant.backend_parameters)
+        if budget is not None:
+            parameters["intra_op_thread_count"] = str(max(1, budget[c.name] // share))
         if variant.wants_dynamic_batching() is False:
-            out[c.name] = dataclasses.replace(variant, instance_count=share)
+            out[c.name] = dataclasses.replace(
+                variant, instance_count=share, backend_parameters=parameters
+            )
             continue
         out[c.name] = dataclasses.replace(
             variant,
             instance_count=share,
+            backend_parameters=parameters,
             priority_levels=0,
             default_priority_level=None,
             priority_queue_policies=(),
@@ -217,6 +236,22 @@ def endpoint_variants(
             allow_timeout_override=None,
         )
     return out
+
+
+def split_by_demand(units: int, demand: Mapping[str, float]) -> dict[str, int]:
+    """``units`` shared in proportion to ``demand``, at least one each (so more than ``units``
+    only when there are fewer units than names); the remainder goes by largest fraction."""
+    floor = {name: 1 for name in demand}
+    left = units - len(floor)
+    total = sum(demand.values())
+    if left <= 0 or total <= 0:
+        return floor
+    exact = {name: left * d / total for name, d in demand.items()}
+    whole = {name: int(e) for name, e in exact.items()}
+    by_fraction = sorted(demand, key=lambda name: exact[name] - whole[name], reverse=True)
+    for name in by_fraction[: left - sum(whole.values())]:
+        whole[name] += 1
+    return {name: floor[name] + whole[name] for name in demand}
 
 
 @dataclass(frozen=True)
@@ -413,8 +448,8 @@ def _finalist_entries(
         best = top[0]
         knobs, admission = _split_point(best.params)
         variant = space.to_variant(knobs)
-        instances = _instances(session.build(variant))
-        split = endpoint_variants(traffic, variant, instances, admission)
+        built = session.build(variant)
+        split = endpoint_variants(traffic, variant, _instances(built), admission, _threads(built))
         models = {f"{name}_{role}": session.build(v) for role, v in split.items()}
         described = {role: describe_config(models[f"{name}_{role}"]) for role in split}
         routes = {role: f"{name}_{role}" for role in split}
@@ -434,6 +469,16 @@ def _finalist_entries(
 
 def _instances(config: ModelConfig) -> int:
     return sum(group.count or 1 for group in config.instance_group) or 1
+
+
+def _threads(config: ModelConfig) -> int | None:
+    """onnxruntime's intra-op threads per instance in ``config`` (None: its default)."""
+    value = (
+        config.parameters["intra_op_thread_count"].string_value
+        if "intra_op_thread_count" in config.parameters
+        else ""
+    )
+    return int(value) if value.strip().isdigit() and int(value) > 0 else None
 
 
 def _texts(configs: dict[str, ModelConfig]) -> dict[str, str]:
