@@ -53,8 +53,9 @@ def settings(tmp_path: Path, **overrides) -> SearchSettings:
     return SearchSettings(**values)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def session(example_repository: Path):
+    """One server for the module's searches (each test's search loads its own configs)."""
     with TuningSession(load_model_source(example_repository, "mlp"), settings=FAST) as s:
         yield s
 
