@@ -19,6 +19,7 @@ from tritontune.errors import InputError
 from tritontune.measure.traffic import Layout, parse_traffic
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.workload_search import (
+    EndpointSplit,
     WorkloadSearchSettings,
     endpoint_variants,
     point_variant,
@@ -51,7 +52,11 @@ def session(example_repository: Path) -> FakeSession:
 
 
 def settings(**overrides) -> WorkloadSearchSettings:
-    values = dict(trials=12, seed=1, storage=optuna.storages.InMemoryStorage(), study_name="w", rounds=2)
+    """Trials in the shared layout (the searched layout has its own tests, with layouts=None)."""
+    values = dict(
+        trials=12, seed=1, storage=optuna.storages.InMemoryStorage(), study_name="w", rounds=2,
+        layouts=(Layout.SHARED,),
+    )  # fmt: skip
     values.update(overrides)
     return WorkloadSearchSettings(**values)
 
@@ -258,3 +263,40 @@ def test_a_finalist_that_misses_its_warm_start_is_ramped_from_the_start_rate(ses
     retried = again.last_capacity[top.label]
     assert retried.feasible and retried.levels[0].total_rate == pytest.approx(20.0)
     assert screened and retried.highest_rate < screened / 2
+
+
+def test_an_endpoint_point_is_the_split_of_its_knobs():
+    point = {"max_batch_size": 64, "dynamic_batching": True, "admission": 16, "layout": "endpoints",
+             "instance_count": 1, "intra_op_thread_count": 2}  # fmt: skip
+    space = SearchSpace({**SPACE.dimensions, "instance_count": Choice((1,)),
+                         "intra_op_thread_count": Choice((2,))})  # fmt: skip
+    variant = point_variant(space, TRAFFIC, point)
+    assert isinstance(variant, EndpointSplit) and variant.max_batch_size == 64
+    split = dict(variant.split)
+    assert set(split) == {"interactive", "batch"}
+    assert split["batch"].max_queue_size == 16 and split["interactive"].max_queue_size is None
+    assert all(v.backend_parameters["intra_op_thread_count"] == "1" for v in split.values())
+
+
+def test_the_layout_is_searched_and_an_endpoint_trial_is_measured_as_endpoints(session):
+    """With both layouts searched, a trial may be one endpoint per class: it is measured that
+    way (two models loaded), it never asks for priorities (an endpoint serves one class), and
+    if it is on top it goes to the final rounds as endpoints."""
+    result = run_workload_search(session, SPACE, TRAFFIC, settings(layouts=None, trials=8, rounds=1))
+    layouts = {t.params.get("layout") for t in result.trials}
+    assert layouts == {"shared", "endpoints"}
+    for trial in result.trials:
+        if trial.params["layout"] == "endpoints":
+            assert "priorities" not in trial.params
+            assert trial.capacity is not None  # measured, as endpoints
+    top = [t for t in result.trials if t.served][0]
+    if top.params["layout"] == "endpoints":
+        finalist = next(f for f in result.finalists if f.trial == top.number)
+        assert finalist.layout == Layout.ENDPOINTS
+    assert result.best_of(Layout.ENDPOINTS) is not None
+
+
+def test_a_remote_server_searches_the_shared_layout_only(session):
+    session.owns_server = False
+    result = run_workload_search(session, SPACE, TRAFFIC, settings(layouts=None, trials=3, rounds=1))
+    assert all("layout" not in t.params for t in result.trials)

@@ -6,15 +6,19 @@ class together) at its capacity, the workload's mix scaled up until a class miss
 (:func:`find_traffic_capacity`). Work served, not the rate offered: a class that may be shed
 meets its objective at any rejection rate, so the offered rate rewarded the config that rejected
 the most. The space grows by
-the scheduler's knobs: whether the classes' priority levels are used (``priorities``), and
+the scheduler's knobs: whether the classes' priority levels are used (``priorities``),
 admission control, the lowest level's ``max_queue_size`` (``admission``, ``none`` for an
-unbounded queue). Batch sizes smaller than a class's requests are left out of the space (those
-requests could not be served). So it has every guarantee of the single-class search: budget and
+unbounded queue), and, on a server tritontune launched, the serving layout (``layout``: one
+shared model, or one endpoint per class split from the point's config by
+:func:`endpoint_variants`, its instances and compute threads shared by demand). Batch sizes
+smaller than a class's requests are left out of the space (those requests could not be
+served). So it has every guarantee of the single-class search: budget and
 ``--timeout``, heartbeats and lost-trial recovery for shared studies, a dead server restarted and
 the config measured again, Ctrl-C resumable.
 
-After the budget, the top configs, the best one split into one endpoint per class
-(:func:`endpoint_variants`: the other serving layout) and the baseline (the model's own config as
+After the budget, the top configs, the best shared one split into one endpoint per class
+(:func:`endpoint_variants`: the other serving layout, unless an endpoint trial is on top) and
+the baseline (the model's own config as
 it is) are measured again in interleaved rounds (:mod:`tritontune.search.final_rounds`), and the
 winner is the best median: one screening figure on a noisy machine picks a lucky config as often
 as a good one. Each finalist keeps the config text of every model it serves, so ``export`` writes
@@ -79,6 +83,9 @@ class WorkloadSearchSettings:
     endpoints: bool = True
     """Also measure the best config as one endpoint per class (needs a server tritontune
     launched: the endpoints are models it adds to the repository)."""
+    layouts: tuple[Layout, ...] | None = None
+    """The serving layouts the trials search (None: both where :attr:`endpoints` allows them
+    and the workload has several classes, else the shared model only)."""
     measure: MeasureSettings = WORKLOAD_MEASURE
     sampler: optuna.samplers.BaseSampler | None = None
 
@@ -168,16 +175,48 @@ def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
     return space
 
 
+#: A workload point's own keys, besides the space's knobs.
+_SCHEDULER_KEYS = ("priorities", "admission", "layout")
+
+
+@dataclass(frozen=True)
+class EndpointSplit(Variant):
+    """A point in the endpoint layout: the config it was split from (its own fields, which the
+    trial keeps as its config) and the split, one variant per class (what is loaded)."""
+
+    split: tuple[tuple[str, Variant], ...] = ()
+
+
 def _split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
     """A workload point's knobs of the space, and its admission bound (None: unbounded)."""
-    knobs = {k: v for k, v in point.items() if k not in ("priorities", "admission")}
+    knobs = {k: v for k, v in point.items() if k not in _SCHEDULER_KEYS}
     admission = point.get("admission", "none")
     return knobs, None if admission == "none" else int(admission)
 
 
+def point_layout(point: Mapping[str, Any]) -> Layout:
+    """The serving layout a point was measured in (shared when it does not say)."""
+    return Layout(point.get("layout", str(Layout.SHARED)))
+
+
 def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]) -> Variant:
-    """The config a workload point stands for: the space's knobs, then the scheduler's."""
+    """The config a workload point stands for: the space's knobs, then the scheduler's; for the
+    endpoint layout, those knobs split into one endpoint per class (an :class:`EndpointSplit`;
+    the instance count and intra-op threads split are the point's, else one instance and
+    onnxruntime's default threads)."""
     knobs, admission = _split_point(point)
+    if point_layout(point) == Layout.ENDPOINTS:
+        base = space.to_variant(knobs)
+        threads = base.backend_parameters.get("intra_op_thread_count", "")
+        split = endpoint_variants(
+            traffic,
+            base,
+            base.instance_count or 1,
+            admission,
+            int(threads) if threads.isdigit() and int(threads) > 0 else None,
+        )
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(Variant)}
+        return EndpointSplit(**fields, split=tuple(split.items()))
     if point.get("dynamic_batching", True) is False:
         return space.to_variant(knobs)  # no scheduler queue: no priorities, timeouts or bound
     return traffic.scheduled(
@@ -264,12 +303,19 @@ class TrafficObjective:
     start_rate: float = DEFAULT_START_RATE
     measure: MeasureSettings = WORKLOAD_MEASURE
     max_rate: float | None = None
+    layouts: tuple[Layout, ...] = (Layout.SHARED,)
+    """The serving layouts searched (both only on a server tritontune launched: endpoints are
+    models it adds to the repository)."""
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
+        layout = Layout.SHARED
+        if len(self.layouts) > 1:
+            layout = Layout(trial.suggest_categorical("layout", [str(x) for x in self.layouts]))
+            point["layout"] = str(layout)
         if point.get("dynamic_batching", True) is False:
             return point  # no scheduler knobs without the dynamic batcher's queue
-        if self.traffic.priority_levels:
+        if self.traffic.priority_levels and layout == Layout.SHARED:  # an endpoint: one class
             point["priorities"] = trial.suggest_categorical("priorities", [True, False])
         point["admission"] = trial.suggest_categorical("admission", list(ADMISSION_CHOICES))
         return point
@@ -278,7 +324,10 @@ class TrafficObjective:
         return point_variant(self.space, self.traffic, point)
 
     def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
-        switch_s = bench.load(variant).switch_s
+        if isinstance(variant, EndpointSplit):
+            switch_s = bench.load_endpoints(dict(variant.split)).switch_s
+        else:
+            switch_s = bench.load(variant).switch_s
         capacity = self.capacity(bench, self.start_rate)
         return Evaluation(capacity.figure(), switch_s)
 
@@ -326,8 +375,17 @@ def run_workload_search(
     use_space(study, space)
     start_study(study, session, settings.measure, settings.trials)
     restarts_before = session.restarts
+    both = settings.endpoints and session.owns_server and len(traffic.classes) > 1
+    layouts = settings.layouts or ((Layout.SHARED, Layout.ENDPOINTS) if both else (Layout.SHARED,))
+    if Layout.ENDPOINTS in layouts and not session.owns_server:
+        layouts = (Layout.SHARED,)  # endpoints are models added to a repository tritontune owns
     objective = TrafficObjective(
-        space, traffic, settings.start_rate, settings.measure, settings.max_rate
+        space,
+        traffic,
+        settings.start_rate,
+        settings.measure,
+        settings.max_rate,
+        layouts=layouts,
     )
     outcome = optimize(
         study,
@@ -436,6 +494,9 @@ def _finalist_entries(
     top = [t for t in trials if t.served][: settings.top]
     for t in top:
         variant = point_variant(space, traffic, t.params)
+        if isinstance(variant, EndpointSplit):
+            entries.append(_endpoint_entry(session, t.number, dict(variant.split), t.total_rate))
+            continue
         config = session.build(variant)
         entries.append(
             _Entry(
@@ -444,18 +505,19 @@ def _finalist_entries(
                 t.total_rate,
             )
         )
-    if top and settings.endpoints and session.owns_server:
+    shared = [t for t in top if point_layout(t.params) == Layout.SHARED]
+    if (
+        shared
+        and point_layout(top[0].params) == Layout.SHARED
+        and settings.endpoints
+        and session.owns_server
+    ):
         best = top[0]
         knobs, admission = _split_point(best.params)
         variant = space.to_variant(knobs)
         built = session.build(variant)
         split = endpoint_variants(traffic, variant, _instances(built), admission, _threads(built))
-        models = {f"{name}_{role}": session.build(v) for role, v in split.items()}
-        described = {role: describe_config(models[f"{name}_{role}"]) for role in split}
-        routes = {role: f"{name}_{role}" for role in split}
-        entries.append(
-            _Entry(Finalist(best.number, described, (), Layout.ENDPOINTS, _texts(models), routes), split)
-        )
+        entries.append(_endpoint_entry(session, best.number, split))
     baseline = Variant()
     config = session.build(baseline)
     entries.append(
@@ -465,6 +527,18 @@ def _finalist_entries(
         )
     )
     return entries
+
+
+def _endpoint_entry(
+    session: Bench, trial: int, split: dict[str, Variant], screened_rate: float | None = None
+) -> _Entry:
+    """A finalist in the endpoint layout: each class's model ``NAME_<class>`` and its config."""
+    name = session.source.name
+    models = {f"{name}_{role}": session.build(v) for role, v in split.items()}
+    described = {role: describe_config(models[f"{name}_{role}"]) for role in split}
+    routes = {role: f"{name}_{role}" for role in split}
+    finalist = Finalist(trial, described, (), Layout.ENDPOINTS, _texts(models), routes)
+    return _Entry(finalist, split, screened_rate)
 
 
 def _instances(config: ModelConfig) -> int:
