@@ -68,6 +68,7 @@ WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-b
         (["--accuracy", "cosine=0.99"], "--accuracy: not with --workload: the workload search has no"),
         (["--csv", "levels.csv"], "--csv: not with --workload"),
         (["--peak-qps", "100"], "--peak-qps: not with --workload"),
+        (["--layout", "split"], "--layout: 'split' is not one of both, shared, endpoints"),
     ],
 )
 def test_search_workload_refuses_what_it_would_ignore(example_repository: Path, args, message):
@@ -81,6 +82,13 @@ def test_search_workload_refuses_what_it_would_ignore(example_repository: Path, 
 def test_start_rate_is_refused_without_a_workload(example_repository: Path):
     result = search("-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms", "--start-rate", "9")
     assert result.exit_code == 2 and "--start-rate: only with --workload" in result.output
+
+
+def test_layout_is_refused_without_a_workload(example_repository: Path):
+    result = search(
+        "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms", "--layout", "shared"
+    )
+    assert result.exit_code == 2 and "--layout: only with --workload" in result.output
 
 
 def test_slo_is_required(example_repository: Path):
@@ -98,7 +106,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
         "--trials", "2", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
-        "--start-rate", "240", "--max-load", "960", "--max-windows", "4",
+        "--layout", "shared", "--start-rate", "240", "--max-load", "960", "--max-windows", "4",
         "--storage", storage, "--results", str(results), "--report", str(report),
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import orphaned_stubs
 from tritontune.config.repository import load_model_source
 from tritontune.measure.measurement import MeasureSettings
-from tritontune.measure.traffic import read_traffic
+from tritontune.measure.traffic import Layout, read_traffic
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.workload_search import (
     WorkloadSearchProgress,
@@ -56,7 +56,9 @@ def test_a_workload_trial_whose_server_is_killed_is_measured_again(
     example_repository: Path, tmp_path: Path, own_servers: Path
 ):
     """tritonserver SIGKILLed while the second trial switches to its config: the server is
-    restarted, the same config measured again, and the search finishes with a winner."""
+    restarted, the same config measured again, and the search finishes with a winner. Its
+    trials are one endpoint per class (two models loaded side by side), so the restart reloads
+    the split, not the shared model."""
     traffic = read_traffic(WORKLOAD)
     source = load_model_source(example_repository, "mlp")
     killed: list[int] = []
@@ -69,7 +71,8 @@ def test_a_workload_trial_whose_server_is_killed_is_measured_again(
                 threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
 
         progress = WorkloadSearchProgress(on_trial_start=kill_during_second_trial)
-        result = run_workload_search(session, SPACE, traffic, settings(tmp_path), progress)
+        endpoints = settings(tmp_path, layouts=(Layout.ENDPOINTS,))
+        result = run_workload_search(session, SPACE, traffic, endpoints, progress)
         assert killed and session.server.launcher.pid != killed[0]
     assert orphaned_stubs(own_servers) == []
     assert result.restarts == 1
@@ -77,6 +80,8 @@ def test_a_workload_trial_whose_server_is_killed_is_measured_again(
     second = sorted(result.trials, key=lambda t: t.number)[1]
     assert second.server_restarts == 1 and second.capacity is not None
     assert result.winner is not None and len(result.winner.rates) == 1
+    assert {t.params["layout"] for t in result.trials} == {"endpoints"}
+    assert any(f.layout == Layout.ENDPOINTS and f.trial is not None for f in result.finalists)
 
 
 def test_ctrl_c_in_a_workload_trial_and_the_rerun_measures_that_config(

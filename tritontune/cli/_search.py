@@ -41,7 +41,7 @@ from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
-from tritontune.measure.traffic import read_traffic
+from tritontune.measure.traffic import Layout, read_traffic
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
@@ -114,6 +114,14 @@ def search(
             min=0.001,
         ),
     ] = DEFAULT_START_RATE,
+    layout: Annotated[
+        str,
+        typer.Option(
+            help="With --workload: the serving layouts the trials search: shared (one model, "
+            "classes told apart by priority), endpoints (one model per class) or both (endpoints "
+            "need a server tritontune launched).",
+        ),
+    ] = "both",
     trials: Annotated[
         int | None, typer.Option(help="Trials to finish (resumed ones count). Default 20.", min=1)
     ] = None,
@@ -201,6 +209,9 @@ def search(
                     "capacity ramp goes from the start rate up to the most load it may try"
                 )
             traffic = read_traffic(workload_file)
+            layouts = {"both": None, **{str(x): (x,) for x in Layout}}
+            if layout not in layouts:
+                raise InputError(f"--layout: {layout!r} is not one of {', '.join(layouts)}")
             workload_settings = WorkloadSearchSettings(
                 trials=trials if trials is not None else (None if timeout else 12),
                 timeout_s=timeout_s,
@@ -213,6 +224,7 @@ def search(
                 top=max(playoff_top, 1),
                 rounds=playoff_rounds,
                 measure=measure,
+                layouts=layouts[layout],
             )
             name = workload_settings.study_name_for(model, traffic)
             session = open_session(
@@ -224,7 +236,13 @@ def search(
             )
             search_workload(session, space, traffic, workload_settings, results, report)
             return
-        refuse_given(ctx, {"start_rate": "only with --workload (where each capacity ramp starts)"})
+        refuse_given(
+            ctx,
+            {
+                "start_rate": "only with --workload (where each capacity ramp starts)",
+                "layout": "only with --workload (the layouts of a traffic mix)",
+            },
+        )
         plan_options = parse_plan_options(headroom, peak_qps)
         if slo_p99 is None:
             raise InputError("--slo-p99: required (e.g. --slo-p99 50ms), or give --workload FILE")

@@ -27,6 +27,7 @@ from tritontune.search.workload_search import (
     WorkloadSearchResult,
     WorkloadSearchSettings,
     run_workload_search,
+    searched_layouts,
     workload_space,
 )
 from tritontune.serving.session import TuningSession
@@ -55,7 +56,12 @@ def search_workload(
             "space: "
             + ", ".join(f"{k}={v}" for k, v in searched.describe().items())
             + (", priorities={true, false}" if traffic.priority_levels else "")
-            + f", admission={{{', '.join(str(a) for a in ADMISSION_CHOICES)}}}",
+            + f", admission={{{', '.join(str(a) for a in ADMISSION_CHOICES)}}}"
+            + (
+                ", layout={shared, endpoints}"
+                if len(searched_layouts(settings, session.owns_server, traffic)) > 1
+                else ""
+            ),
             highlight=False,
         )
         try:
@@ -112,6 +118,8 @@ def _search_with_progress(
 
         def trial_done(trial: TrialResult, best: TrialResult | None, eta: float | None) -> None:
             knobs = knobs_summary(trial.knobs) if trial.knobs else ""
+            if trial.params.get("layout") == "endpoints":
+                knobs = f"one endpoint per class, split from: {knobs}"
             trials.done(trial, best, eta, knobs, f"{trial.value:,.0f} infer/s served")
 
         def final_round(round_number: int, finalist: Finalist, served: float | None) -> None:

@@ -353,6 +353,17 @@ def traffic_capacity(
     return find_traffic_capacity(measure, traffic, start=min(start_rate, top), max_rate=top)
 
 
+def searched_layouts(
+    settings: WorkloadSearchSettings, owns_server: bool, traffic: Traffic
+) -> tuple[Layout, ...]:
+    """The serving layouts the trials search: both where the settings allow endpoints, the
+    server is tritontune's (endpoints are models it adds to the repository) and the workload has
+    several classes; else the shared model only."""
+    both = settings.endpoints and owns_server and len(traffic.classes) > 1
+    layouts = settings.layouts or ((Layout.SHARED, Layout.ENDPOINTS) if both else (Layout.SHARED,))
+    return layouts if owns_server else (Layout.SHARED,)
+
+
 def run_workload_search(
     session: Bench,
     space: SearchSpace,
@@ -375,10 +386,7 @@ def run_workload_search(
     use_space(study, space)
     start_study(study, session, settings.measure, settings.trials)
     restarts_before = session.restarts
-    both = settings.endpoints and session.owns_server and len(traffic.classes) > 1
-    layouts = settings.layouts or ((Layout.SHARED, Layout.ENDPOINTS) if both else (Layout.SHARED,))
-    if Layout.ENDPOINTS in layouts and not session.owns_server:
-        layouts = (Layout.SHARED,)  # endpoints are models added to a repository tritontune owns
+    layouts = searched_layouts(settings, session.owns_server, traffic)
     objective = TrafficObjective(
         space,
         traffic,
