@@ -300,3 +300,12 @@ def test_a_remote_server_searches_the_shared_layout_only(session):
     session.owns_server = False
     result = run_workload_search(session, SPACE, TRAFFIC, settings(layouts=None, trials=3, rounds=1))
     assert all("layout" not in t.params for t in result.trials)
+
+
+def test_the_endpoint_layout_alone_measures_every_trial_as_endpoints(session):
+    """``--layout endpoints``: no layout to choose, yet every trial is the split."""
+    result = run_workload_search(
+        session, SPACE, TRAFFIC, settings(layouts=(Layout.ENDPOINTS,), trials=3, rounds=1)
+    )
+    assert {t.params["layout"] for t in result.trials} == {"endpoints"}
+    assert all(f.layout == Layout.ENDPOINTS for f in result.finalists if f.trial is not None)

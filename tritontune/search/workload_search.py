@@ -309,9 +309,10 @@ class TrafficObjective:
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
-        layout = Layout.SHARED
+        layout = self.layouts[0]
         if len(self.layouts) > 1:
             layout = Layout(trial.suggest_categorical("layout", [str(x) for x in self.layouts]))
+        if layout != Layout.SHARED or len(self.layouts) > 1:  # a shared-only study says nothing
             point["layout"] = str(layout)
         if point.get("dynamic_batching", True) is False:
             return point  # no scheduler knobs without the dynamic batcher's queue
