@@ -118,9 +118,16 @@ def make_launcher(
     *,
     log_path: Path,
     mounts: Callable[[], tuple[Path, ...]],
+    complete_configs: bool = False,
 ) -> TritonLauncher:
     """The launcher ``settings`` asks for, serving ``repository_root``. ``mounts`` (called only
-    for a container) are the directories the repository's links lead into."""
+    for a container) are the directories the repository's links lead into.
+
+    ``complete_configs``: every model it will serve comes with its inputs and outputs declared,
+    so a server tritontune starts runs with ``--disable-auto-complete-config``. Besides serving
+    exactly the config tritontune sends, that makes each load of a Python-backend model ~1.2 s
+    faster here (with auto-complete on, Triton first runs a separate stub process just to ask the
+    model for its config, and that stub's start and stop took 1.27 s of a 1.47 s load)."""
     if settings.kind == LaunchKind.REMOTE:
         return RemoteTriton(settings.url or "", client=settings.client)  # which says --url is needed
     if settings.client.tls is not None:
@@ -128,13 +135,17 @@ def make_launcher(
             f"--ssl/--ssl-ca/--ssl-cert/--ssl-key are for --launch remote: the server --launch "
             f"{settings.kind} starts listens on 127.0.0.1 without TLS"
         )
+    # tritontune's flags first, so that a user's --server-arg wins.
+    own = ("--disable-auto-complete-config",) if complete_configs else ()
+    server_args = (*own, *settings.server_args)
     launcher: TritonLauncher
     if settings.kind == LaunchKind.LOCAL:
         launcher = LocalTritonLauncher(
             repository_root,
             binary=settings.tritonserver,
             log_path=log_path,
-            extra_args=settings.server_args,
+            extra_args=server_args,
+            graceful_stop=bool(settings.server_args),
         )
     else:
         launcher = DockerTritonLauncher(
@@ -142,7 +153,7 @@ def make_launcher(
             settings.docker,
             mounts=mounts(),
             log_path=log_path,
-            extra_args=settings.server_args,
+            extra_args=server_args,
         )
     launcher.client_settings = settings.client
     return launcher

@@ -43,6 +43,7 @@ class Server:
         work_dir: Path | None = None,
         failure_log: Path | None = None,
         mounts: Callable[[], tuple[Path, ...]] = tuple,
+        complete_configs: bool = False,
     ) -> None:
         launch = launch or LaunchSettings()
         self._own_work_dir = work_dir is None
@@ -57,7 +58,11 @@ class Server:
         self.kept_log_reason = "--server-log" if launch.server_log else ""
         self._log_reasons: list[str] = []
         self.launcher = make_launcher(
-            launch, self.repository.root, log_path=self.log_path, mounts=mounts
+            launch,
+            self.repository.root,
+            log_path=self.log_path,
+            mounts=mounts,
+            complete_configs=complete_configs,
         )
         self.client: TritonClient | None = None
         self.restarts = 0

@@ -52,7 +52,13 @@ class TuningSession:
         self.settings = settings or MeasureSettings()
         """How a level is measured when the caller does not say."""
         self.server = Server(
-            launch, work_dir=work_dir, failure_log=failure_log, mounts=self._linked_directories
+            launch,
+            work_dir=work_dir,
+            failure_log=failure_log,
+            mounts=self._linked_directories,
+            # ONNX models get their inputs and outputs from the graph (load_model_source); a
+            # model of another backend whose config leaves them to Triton keeps auto-complete.
+            complete_configs=bool(source.base_config.input and source.base_config.output),
         )
         self.served: ServedModel | None = None
         self.precisions: dict[str, PrecisionCheck] = {}
