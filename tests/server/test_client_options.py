@@ -36,8 +36,13 @@ def _owner(example_repository: Path, tmp_path: Path, extra_args: tuple[str, ...]
     return work, launcher
 
 
-def _remote_session(source, served: ServedModel, url: str, client: ClientSettings) -> TuningSession:
-    _wait_ready(url)  # an unload by the session before leaves the server unready for a moment
+def _remote_session(
+    launcher: LocalTritonLauncher, source, served: ServedModel, url: str, client: ClientSettings
+) -> TuningSession:
+    # An unload by the session before leaves the server unready for a moment. Asked over the
+    # owner's plain HTTP (health is not restricted): a client without the TLS or header that
+    # ``url`` needs would wait out the deadline.
+    _wait_ready(launcher.info.http_url)
     session = TuningSession(
         source, launch=LaunchSettings(LaunchKind.REMOTE, url=url, client=client), settings=FAST
     )
@@ -46,11 +51,11 @@ def _remote_session(source, served: ServedModel, url: str, client: ClientSetting
     return session
 
 
-def _wait_ready(url: str) -> None:
-    address = url.split("://", 1)[-1]
-    client = TritonClient(Endpoint(ClientProtocol.HTTP, address) if "http" in url else address)
+def _wait_ready(http_url: str) -> None:
+    client = TritonClient(Endpoint(ClientProtocol.HTTP, http_url.split("://", 1)[-1]))
     deadline = time.monotonic() + 30
-    while not client.is_ready() and time.monotonic() < deadline:
+    while not client.is_ready():
+        assert time.monotonic() < deadline, f"{http_url} did not become ready in 30 s"
         time.sleep(0.2)
     client.close()
 
@@ -74,7 +79,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
     launcher, source, served = restricted_server
     http_url = launcher.info.http_url
     header = ((KEY, SECRET),)
-    session = _remote_session(source, served, http_url, ClientSettings(headers=header))
+    session = _remote_session(launcher, source, served, http_url, ClientSettings(headers=header))
     try:
         assert session.server.launcher.endpoint().url() == http_url
         session.load(Variant(max_batch_size=8, dynamic_batching=True))
@@ -89,7 +94,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
     # (Triton's gRPC expects the key with its own prefix)
     grpc_header = ((f"Triton-Grpc-Protocol-{KEY}", SECRET),)
     grpc = ClientSettings(protocol=ClientProtocol.GRPC, headers=grpc_header)
-    session = _remote_session(source, served, launcher.info.grpc_url, grpc)
+    session = _remote_session(launcher, source, served, launcher.info.grpc_url, grpc)
     try:
         session.load(Variant(max_batch_size=8))
         assert session.measure(LoadSpec.concurrency(2)).error_count == 0
@@ -97,7 +102,7 @@ def test_http_control_and_load_with_a_header_the_server_requires(restricted_serv
         session.__exit__(None, None, None)
     # without the header the server refuses to load: the header is what it checked
     for url, protocol in ((http_url, ClientProtocol.HTTP), (launcher.info.grpc_url, None)):
-        session = _remote_session(source, served, url, ClientSettings(protocol=protocol))
+        session = _remote_session(launcher, source, served, url, ClientSettings(protocol=protocol))
         try:
             with pytest.raises((ModelLoadError, ServerError), match="(?i)restricted|unavailable"):
                 session.load(Variant(max_batch_size=8))
@@ -145,7 +150,7 @@ def test_grpc_tls_with_a_client_certificate(example_repository: Path, tmp_path: 
         port = launcher.info.grpc_url.rsplit(":", 1)[1]
         mutual = TlsSettings(ca=certs["ca.pem"], cert=certs["client.pem"], key=certs["client.key"])
         session = _remote_session(
-            source, served, f"grpcs://127.0.0.1:{port}", ClientSettings(tls=mutual)
+            launcher, source, served, f"grpcs://127.0.0.1:{port}", ClientSettings(tls=mutual)
         )
         try:
             assert session.info.version == "2.51.0"
