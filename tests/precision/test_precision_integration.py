@@ -105,10 +105,14 @@ def test_profile_cli_shows_accuracy_and_refuses_an_inaccurate_variant(example_re
     assert bad.exit_code == 2 and "precision 'fp8' is not one of" in bad.output
 
 
-def test_the_real_model_through_triton_int8_wins_and_is_exported(real_model, tmp_path: Path):
+def test_the_real_model_through_triton_int8_is_measured_beside_fp32_and_the_winner_exported(real_model, tmp_path: Path):
     """all-MiniLM-L6-v2 with real tokenized sentences: per-channel INT8 passes the gate, is served
-    by the real server, and out-runs FP32 there (by ~1.8x on a quiet 2-core machine; asserted
-    only that it is faster, with the playoff's interleaved figures)."""
+    by the real server and measured in the playoff's interleaved rounds beside FP32.
+
+    Whether it wins depends on the CPU: with an int8 dot-product instruction (VNNI) it out-ran
+    FP32 by ~1.8x on a quiet 2-core machine, and must win; on an AVX2-only one (an AMD EPYC
+    here, 2026-11-25) it was 1.05-1.2x, which a busy round flips (it lost 2 runs of 3), so
+    there the verdict is held to the figures instead: the winner has the best median."""
     space = SearchSpace(
         {
             "max_batch_size": Choice((8,)),
@@ -134,12 +138,30 @@ def test_the_real_model_through_triton_int8_wins_and_is_exported(real_model, tmp
     check = result.precisions["int8_dynamic"]
     assert check.accepted and check.recipe_label and "per-channel" in check.recipe_label
     assert check.accuracy and check.accuracy["outputs"][0]["kind"] == "embedding"
-    assert result.winner is not None
-    assert result.winner.result.knobs.get("precision") == "int8_dynamic", result.to_dict()["playoff"]
+    assert result.winner is not None and result.playoff is not None
+    precision_of = {r.number: r.knobs.get("precision") or "fp32" for r in result.results}
+    measured = {precision_of.get(e.trial, "baseline"): e for e in result.playoff.entries}
+    assert measured["int8_dynamic"].held and len(measured["int8_dynamic"].rounds) == 3
+    won = result.winner.result.knobs.get("precision") or "fp32"
+    if cpu_has_int8_dot_product():
+        assert won == "int8_dynamic", result.to_dict()["playoff"]
+    else:
+        best = max(measured.values(), key=lambda e: e.throughput.median)
+        assert measured[won] is best, result.to_dict()["playoff"]
     export_studies([Endpoint("minilm")], storage, tmp_path / "tuned")
     record = read_record(tmp_path / "tuned" / "minilm" / RECORD_FILE)
-    assert record.precision["recipe"] == check.recipe_label
-    assert record.precision["accuracy"]["cosine"] >= 0.985
+    if won == "int8_dynamic":
+        assert record.precision["recipe"] == check.recipe_label
+        assert record.precision["accuracy"]["cosine"] >= 0.985
+
+
+def cpu_has_int8_dot_product() -> bool:
+    """Whether this CPU has an int8 dot-product instruction (AVX512-VNNI, AVX-VNNI, AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
 
 
 def test_profile_cli_on_the_real_model_names_kind_and_recipe(real_model):
