@@ -8,8 +8,9 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,12 +139,16 @@ class SmallStudies:
     loose: str
     tight_slo_s: float
     loose_slo_s: float
+    tight_result: Any = None
+    """The tight study's ``SearchResult``, as ``run_search`` returned it."""
+    tight_space: Any = None
+    """Its ``SearchSpace``."""
 
 
 @pytest.fixture(scope="session")
 def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: Path) -> SmallStudies:
     """Real searches (small budgets) on the real bundled tritonserver, shared by the tests of
-    export, check and report, which only read them."""
+    search, export, check and report, which only read them."""
     from tritontune.config.repository import load_model_source
     from tritontune.measure.measurement import MeasureSettings
     from tritontune.search.optimize import SearchSettings, run_search
@@ -164,15 +169,16 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
         {"max_batch_size": Choice((16, 64)), "max_queue_delay": Choice((500, 2000)), **fixed}
     )
     loose = SearchSpace({"max_batch_size": Choice((64,)), "max_queue_delay": Choice((8000,)), **fixed})
-    studies = SmallStudies(storage, "mlp-tight", "mlp-loose", 0.050, 0.200)
+    names = SmallStudies(storage, "mlp-tight", "mlp-loose", 0.050, 0.200)
+    results = {}
     source = load_model_source(example_repository, "mlp")
     with TuningSession(source, settings=fast) as session:
         # The tight study's playoff has 3 rounds: check holds the export to the lowest round, and
         # with 2 a fresh check on a busy minute fell below it (CI-like run: -14 %); the loose one
         # is one config, there to be a second endpoint: one round.
         for name, space, slo, trials, rounds in (
-            (studies.tight, tight, studies.tight_slo_s, 3, 3),
-            (studies.loose, loose, studies.loose_slo_s, 1, 1),
+            (names.tight, tight, names.tight_slo_s, 3, 3),
+            (names.loose, loose, names.loose_slo_s, 1, 1),
         ):
             settings = SearchSettings(
                 slo_p99_s=slo, trials=trials, seed=1, storage=storage, study_name=name, measure=fast,
@@ -180,7 +186,8 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
             )  # fmt: skip
             result = run_search(session, space, settings)
             assert result.winner is not None, f"the {name} study found no config that held its SLO"
-    return studies
+            results[name] = result
+    return replace(names, tight_result=results[names.tight], tight_space=tight)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.conftest import orphaned_stubs
+from tests.conftest import SmallStudies, orphaned_stubs
 from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import MeasureSettings
@@ -60,9 +60,12 @@ def session(example_repository: Path):
         yield s
 
 
-def test_search_finds_a_config_at_least_as_good_as_the_baseline(session, tmp_path: Path):
-    result = run_search(session, SMALL_SPACE, settings(tmp_path))
-    assert len(result.results) == 4
+def test_search_finds_a_config_at_least_as_good_as_the_baseline(small_studies: SmallStudies, session):
+    """The session's tight study (tests/conftest.py: 3 trials and a 3-round playoff under a 50 ms
+    p99 SLO, shared with the export, check and report tests) as run_search returned it."""
+    result, space = small_studies.tight_result, small_studies.tight_space
+    assert small_studies.tight_slo_s == SLO
+    assert len(result.results) == 3
     assert result.baseline is not None and result.baseline.feasible
     best = result.best
     assert best is not None and best.operating_point is not None
@@ -70,12 +73,12 @@ def test_search_finds_a_config_at_least_as_good_as_the_baseline(session, tmp_pat
     playoff, winner = result.playoff, result.winner
     assert playoff is not None and winner is not None and winner.figures == "playoff"
     assert winner.point.feasible and winner.point.p99_s <= SLO * (1 - HOLD_MARGIN)  # it held
-    assert winner.playoff is not None and len(winner.playoff.rounds) == 2
+    assert winner.playoff is not None and len(winner.playoff.rounds) == 3
     assert playoff.baseline is not None and playoff.baseline.rounds  # measured like a candidate
     assert winner.playoff.gain is not None  # within the same rounds
 
     # Re-measured independently at the load that held, the winner meets the SLO.
-    session.load(SMALL_SPACE.to_variant(winner.result.params))
+    session.load(space.to_variant(winner.result.params))
     again = session.measure(LoadSpec.concurrency(int(winner.point.load)), FAST)
     for _ in range(2):  # as the tool does: a figure taken on a disturbed machine is taken again
         if again.interference is None or not again.interference.result_disturbed:
@@ -87,7 +90,7 @@ def test_search_finds_a_config_at_least_as_good_as_the_baseline(session, tmp_pat
     assert again.latency.p99 <= SLO * 1.2
 
     # The study is the source of truth: every trial carries its operating point and config.
-    study = optuna.load_study(study_name="it", storage=result.storage)
+    study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
     for trial in study.trials:
         assert "operating_point" in trial.user_attrs
         assert 'backend: "onnxruntime"' in trial.user_attrs["config_pbtxt"]
