@@ -132,7 +132,7 @@ def test_real_model_int8_measured_beside_fp32_through_triton_and_exported(real_m
         result = run_search(
             session, space,
             SearchSettings(slo_p99_s=0.5, trials=2, seed=0, storage=storage, study_name="minilm",
-                           measure=settings, max_load=16,
+                           measure=settings, max_load=8,
                            playoff=PlayoffSettings(top=2, rounds=3, measure=settings)),
         )  # fmt: skip
     check = result.precisions["int8_dynamic"]
