@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tritontune.server.reaper import SHM_DIR
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_REPOSITORY = ROOT / "examples" / "model_repository"
 
@@ -128,6 +130,19 @@ def orphaned_stubs(within: Path, within_s: float = 5.0) -> list[str]:
         if not found or time.monotonic() >= deadline:
             return found
         time.sleep(0.5)
+
+
+def python_backend_regions() -> set[Path]:
+    """The shared-memory regions of tritontune's servers' Python backends now in /dev/shm."""
+    return set(SHM_DIR.glob("tritontune_*"))
+
+
+def leftover_regions(before: set[Path], within_s: float = 5.0) -> set[Path]:
+    """Regions made since ``before`` still there after giving a reaper ``within_s`` to act."""
+    deadline = time.monotonic() + within_s
+    while (left := python_backend_regions() - before) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return left
 
 
 @dataclass(frozen=True)

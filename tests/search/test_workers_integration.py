@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.conftest import orphaned_stubs
+from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
 from tests.studies import read_study
 
 pytestmark = pytest.mark.integration
@@ -120,6 +120,7 @@ def test_a_worker_killed_mid_trial_loses_nothing(
     else:
         storage = request.getfixturevalue("postgres_url")
     study = f"killed-{backend}"
+    regions = python_backend_regions()
     victim = start_worker(example_repository, tmp_path, storage, study, seed=1)
     trial = wait_for_running_trial(storage, study, victim)
     time.sleep(1.0)  # well inside the measurement
@@ -128,6 +129,7 @@ def test_a_worker_killed_mid_trial_loses_nothing(
     killed = shared_study(storage, study).trials[trial]
     assert killed.state.name == "RUNNING"  # as SIGKILL leaves it
     assert orphaned_stubs(own_servers) == []  # the killed worker's server went, and its stubs too
+    assert leftover_regions(regions) == set()  # and its shared memory
 
     finish(start_worker(example_repository, tmp_path, storage, study, seed=2), tmp_path)
     record = shared_study(storage, study)

@@ -12,7 +12,8 @@ from tests.conftest import tritonserver_processes
 from tritontune.config.repository import WorkingRepository, load_model_source
 from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
 from tritontune.server.client import TritonClient
-from tritontune.server.local import SHM_DIR, LocalTritonLauncher
+from tritontune.server.local import LocalTritonLauncher
+from tritontune.server.reaper import SHM_DIR
 from tritontune.server.remote import RemoteTriton
 
 pytestmark = pytest.mark.integration

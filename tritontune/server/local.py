@@ -38,9 +38,8 @@ from tritontune.server.launcher import (
     telling_line,
 )
 from tritontune.server.ports import ensure_port_free, free_ports
-from tritontune.server.reaper import start_reaper, stop_reaper
+from tritontune.server.reaper import remove_shm_regions, start_reaper, stop_reaper
 
-SHM_DIR = Path("/dev/shm")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -147,7 +146,7 @@ class LocalTritonLauncher(TritonLauncher):
             )
         finally:
             log.close()
-        self._reaper = start_reaper("group", str(self._process.pid))
+        self._reaper = start_reaper("group", str(self._process.pid), self._shm_prefix)
         self._wait_ready(f"http://127.0.0.1:{http_port}")
         self._info = loopback_server_info(
             (grpc_port, http_port, metrics_port),
@@ -196,10 +195,8 @@ class LocalTritonLauncher(TritonLauncher):
 
     def stop(self) -> None:
         self._kill()
-        if self._shm_prefix and SHM_DIR.is_dir():
-            for region in SHM_DIR.glob(f"{self._shm_prefix}*"):
-                with contextlib.suppress(OSError):
-                    region.unlink()
+        if self._shm_prefix:
+            remove_shm_regions(self._shm_prefix)
         if self._work_dir is not None:
             # Keep a log the user asked for; the private work dir goes.
             shutil.rmtree(self._work_dir, ignore_errors=True)

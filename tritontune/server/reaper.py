@@ -5,9 +5,11 @@ normal exit stops the server and kills this process first. Only when tritontune 
 cleaning up (SIGKILL, the OOM killer, a crash) does it act:
 
 * ``python -m tritontune.server.reaper container CONTAINER_ID PARENT_PID``: removes the container;
-* ``python -m tritontune.server.reaper group PGID PARENT_PID``: kills a local tritonserver's whole
-  process group. The server itself dies with tritontune (``PR_SET_PDEATHSIG``), but its Python
-  backend stubs would live on, orphaned, holding CPU and shared memory.
+* ``python -m tritontune.server.reaper group PGID PARENT_PID [SHM_PREFIX]``: kills a local
+  tritonserver's whole process group and removes the Python backend's shared-memory regions
+  (``/dev/shm/SHM_PREFIX*``). The server itself dies with tritontune (``PR_SET_PDEATHSIG``), but
+  its Python backend stubs would live on, orphaned, holding CPU; and a killed server never unlinks
+  its regions (1 MiB or more each, in RAM, until the next reboot).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 POLL_S = 0.5
+SHM_DIR = Path("/dev/shm")
 
 
 def pid_alive(pid: int) -> bool:
@@ -33,10 +37,20 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def start_reaper(what: str, target: str) -> subprocess.Popen[bytes]:
-    """A detached reaper of ``what`` (``container`` or ``group``) ``target`` for this process."""
+def remove_shm_regions(prefix: str) -> None:
+    """Unlink the Python backend's shared-memory regions named ``prefix*`` (its
+    ``shm-region-prefix-name``), which a server that did not shut down cleanly leaves behind."""
+    if prefix and SHM_DIR.is_dir():
+        for region in SHM_DIR.glob(f"{prefix}*"):
+            with contextlib.suppress(OSError):
+                region.unlink()
+
+
+def start_reaper(what: str, target: str, *extra: str) -> subprocess.Popen[bytes]:
+    """A detached reaper of ``what`` (``container`` or ``group``) ``target`` for this process;
+    ``extra`` for a group: the shared-memory prefix to clean up after it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tritontune.server.reaper", what, target, str(os.getpid())],
+        [sys.executable, "-m", "tritontune.server.reaper", what, target, str(os.getpid()), *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -69,7 +83,7 @@ def reap_container(container_id: str, parent: int) -> int:
     return 0
 
 
-def reap_group(pgid: int, parent: int) -> int:
+def reap_group(pgid: int, parent: int, shm_prefix: str = "") -> int:
     while pid_alive(parent):
         time.sleep(POLL_S)
         try:
@@ -80,13 +94,21 @@ def reap_group(pgid: int, parent: int) -> int:
             pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0  # the regions go once nothing of the group maps them
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            break
+        time.sleep(0.05)
+    remove_shm_regions(shm_prefix)
     return 0
 
 
 def main(argv: list[str]) -> int:
     what, target, parent = argv[0], argv[1], int(argv[2])
     if what == "group":
-        return reap_group(int(target), parent)
+        return reap_group(int(target), parent, *argv[3:4])
     return reap_container(target, parent)
 
 
