@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -24,6 +25,14 @@ EXAMPLE_REPOSITORY = ROOT / "examples" / "model_repository"
 #: integration``, ``pytest -m "not docker"``, ...): a test using one of these fixtures gets its
 #: marker without having to say so.
 MARKER_OF_FIXTURE = {"real_model": "real_model", "postgres_url": "postgres", "engine": "docker"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (``make test &``) inherits
+    # SIGINT ignored, and so would every tritontune it starts: the Ctrl-C tests would press a
+    # key nobody hears. The tests' children get Python's own handler, as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
