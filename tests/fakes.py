@@ -159,7 +159,9 @@ class FakeSession:
         figures = []
         for c in traffic.classes:
             config = self.endpoints[c.name]
-            capacity = 100.0 * (config.max_batch_size or 1) / len(self.endpoints) * self.capacity_scale
+            # The machine is shared by instances: an endpoint gets its instances' part of it.
+            share = _instances(config) / sum(_instances(e) for e in self.endpoints.values())
+            capacity = 100.0 * (config.max_batch_size or 1) * share * self.capacity_scale
             offered = rates[c.name]
             served = min(offered, capacity / c.request.batch_size)
             utilization = min(offered * c.request.batch_size / capacity, 0.999)
@@ -190,3 +192,7 @@ class FakeSession:
         self.restarts += 1
         self.dead = False
         self.loaded = None
+
+
+def _instances(config: ModelConfig) -> int:
+    return sum(group.count or 1 for group in config.instance_group) or 1

@@ -60,7 +60,10 @@ def traffic(tmp_path: Path):
 def storage(tmp_path: Path, example_repository: Path, traffic) -> str:
     url = f"sqlite:///{tmp_path / 'study.db'}"
     session = FakeSession(load_model_source(example_repository, "mlp"))
-    settings = WorkloadSearchSettings(trials=6, seed=1, storage=url, study_name="w", rounds=2)
+    # Trials in the shared layout: the finals add the best of them split into endpoints.
+    settings = WorkloadSearchSettings(
+        trials=6, seed=1, storage=url, study_name="w", rounds=2, layouts=(Layout.SHARED,)
+    )
     run_workload_search(session, SPACE, traffic, settings)
     return url
 

@@ -17,10 +17,13 @@ from tests.fakes import FakeSession
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
 from tritontune.measure.traffic import Layout, parse_traffic
-from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.workload_search import (
+    EndpointChoices,
+    EndpointKnobs,
     EndpointSplit,
     WorkloadSearchSettings,
+    describe_endpoint_knobs,
     endpoint_variants,
     point_variant,
     run_workload_search,
@@ -309,3 +312,86 @@ def test_the_endpoint_layout_alone_measures_every_trial_as_endpoints(session):
     )
     assert {t.params["layout"] for t in result.trials} == {"endpoints"}
     assert all(f.layout == Layout.ENDPOINTS for f in result.finalists if f.trial is not None)
+
+
+def test_each_endpoint_searches_its_own_batch_sizes_and_instances():
+    """From the space before it was narrowed to the largest request: the interactive endpoint
+    serves single requests, so it may run batches smaller than the batch class's."""
+    space = SearchSpace({**SPACE.dimensions, "instance_count": IntRange(1, 3)})
+    choices = EndpointChoices.of(space)
+    assert choices == EndpointChoices(batch_sizes=(4, 16, 64), instances=(1, 2, 3))
+    point = choices.suggest(
+        optuna.trial.FixedTrial(
+            {"endpoint.interactive.max_batch_size": 4, "endpoint.interactive.instances": 1,
+             "endpoint.batch.max_batch_size": 64, "endpoint.batch.instances": 2}
+        ),
+        TRAFFIC,
+    )  # fmt: skip
+    assert point["endpoint.interactive.max_batch_size"] == 4
+    with pytest.raises(ValueError):  # a batch of 8 does not fit a batch size of 4
+        choices.suggest(
+            optuna.trial.FixedTrial(
+                {"endpoint.interactive.max_batch_size": 4, "endpoint.interactive.instances": 1,
+                 "endpoint.batch.max_batch_size": 4, "endpoint.batch.instances": 1}
+            ),
+            TRAFFIC,
+        )  # fmt: skip
+    # One value of a knob is nothing to search.
+    assert EndpointChoices.of(SearchSpace({"max_batch_size": Choice((64,))})) == EndpointChoices()
+
+
+def test_an_endpoint_point_with_its_own_knobs_loads_them():
+    point = {"max_batch_size": 16, "dynamic_batching": True, "preferred_batch_size": "max",
+             "admission": 16, "layout": "endpoints", "instance_count": 1, "intra_op_thread_count": 4,
+             "endpoint.interactive.max_batch_size": 4, "endpoint.interactive.instances": 1,
+             "endpoint.batch.max_batch_size": 64, "endpoint.batch.instances": 2}  # fmt: skip
+    space = SearchSpace({**SPACE.dimensions, "preferred_batch_size": Choice(("none", "max")),
+                         "instance_count": Choice((1, 2)),
+                         "intra_op_thread_count": Choice((4,))})  # fmt: skip
+    variant = point_variant(space, TRAFFIC, point)
+    assert isinstance(variant, EndpointSplit) and variant.max_batch_size == 16  # the trial's config
+    split = dict(variant.split)
+    assert split["interactive"].max_batch_size == 4 and split["interactive"].instance_count == 1
+    assert split["batch"].max_batch_size == 64 and split["batch"].instance_count == 2
+    assert split["batch"].preferred_batch_sizes == (64,)  # "max" follows the endpoint's own size
+    # 4 compute threads by demand (0.3 x 1 : 0.7 x 8): 1 for interactive, 3 for batch's 2 instances
+    assert split["interactive"].backend_parameters["intra_op_thread_count"] == "1"
+    assert split["batch"].backend_parameters["intra_op_thread_count"] == "1"
+    assert describe_endpoint_knobs(point) == (
+        "interactive: max_batch_size=4 1 instance; batch: max_batch_size=64 2 instances"
+    )
+    # Without its own knobs an endpoint is the split of the config, as before.
+    plain = {k: v for k, v in point.items() if not k.startswith("endpoint.")}
+    assert dict(point_variant(space, TRAFFIC, plain).split)["batch"].max_batch_size == 16
+    assert (
+        endpoint_variants(TRAFFIC, variant, 1, 16, own={"batch": EndpointKnobs(instances=3)})[
+            "batch"
+        ].instance_count
+        == 3
+    )
+
+
+def test_endpoint_trials_search_each_endpoints_knobs_and_the_finals_load_them(session):
+    space = SearchSpace({**SPACE.dimensions, "instance_count": Choice((1, 2))})
+    result = run_workload_search(
+        session, space, TRAFFIC, settings(layouts=(Layout.ENDPOINTS,), trials=6, rounds=1)
+    )
+    for trial in result.trials:
+        assert trial.params["endpoint.batch.max_batch_size"] in (16, 64)  # fits a batch of 8
+        assert trial.params["endpoint.interactive.max_batch_size"] in (4, 16, 64)
+        assert trial.params["endpoint.interactive.instances"] in (1, 2)
+    top = [t for t in result.trials if t.served][0]
+    finalist = next(f for f in result.finalists if f.trial == top.number)
+    batch_config = finalist.models["mlp_batch"]
+    assert f"max_batch_size: {top.params['endpoint.batch.max_batch_size']}" in batch_config
+    assert f"count: {top.params['endpoint.batch.instances']}" in batch_config
+    # The modelled machine gives the batch endpoint its instances' part: the best trial keeps the
+    # largest batch size for it.
+    assert top.params["endpoint.batch.max_batch_size"] == 64
+
+    off = run_workload_search(
+        session, space, TRAFFIC,
+        settings(layouts=(Layout.ENDPOINTS,), trials=2, rounds=1, endpoint_knobs=False,
+                 storage=optuna.storages.InMemoryStorage()),
+    )  # fmt: skip
+    assert not any(k.startswith("endpoint.") for t in off.trials for k in t.params)

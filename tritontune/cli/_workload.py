@@ -26,6 +26,7 @@ from tritontune.search.workload_search import (
     WorkloadSearchProgress,
     WorkloadSearchResult,
     WorkloadSearchSettings,
+    describe_endpoint_knobs,
     run_workload_search,
     searched_layouts,
     workload_space,
@@ -119,7 +120,9 @@ def _search_with_progress(
         def trial_done(trial: TrialResult, best: TrialResult | None, eta: float | None) -> None:
             knobs = knobs_summary(trial.knobs) if trial.knobs else ""
             if trial.params.get("layout") == "endpoints":
-                knobs = f"one endpoint per class, split from: {knobs}"
+                own = describe_endpoint_knobs(trial.params)
+                layout = f"one endpoint per class ({own})" if own else "one endpoint per class"
+                knobs = f"{layout}, split from: {knobs}"
             trials.done(trial, best, eta, knobs, f"{trial.value:,.0f} infer/s served")
 
         def final_round(round_number: int, finalist: Finalist, served: float | None) -> None:

@@ -10,7 +10,8 @@ the scheduler's knobs: whether the classes' priority levels are used (``prioriti
 admission control, the lowest level's ``max_queue_size`` (``admission``, ``none`` for an
 unbounded queue), and, on a server tritontune launched, the serving layout (``layout``: one
 shared model, or one endpoint per class split from the point's config by
-:func:`endpoint_variants`, its instances and compute threads shared by demand). Batch sizes
+:func:`endpoint_variants`, its instances and compute threads shared by demand, each endpoint with
+its own batch size and instance count searched too: :class:`EndpointKnobs`). Batch sizes
 smaller than a class's requests are left out of the space (those requests could not be
 served). So it has every guarantee of the single-class search: budget and
 ``--timeout``, heartbeats and lost-trial recovery for shared studies, a dead server restarted and
@@ -43,7 +44,7 @@ from tritontune.search.final_rounds import interleaved_rounds
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation
 from tritontune.search.setup import make_sampler, start_study, use_space
-from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.traffic_capacity import (
     DEFAULT_MAX_RATE,
     DEFAULT_START_RATE,
@@ -86,6 +87,9 @@ class WorkloadSearchSettings:
     layouts: tuple[Layout, ...] | None = None
     """The serving layouts the trials search (None: both where :attr:`endpoints` allows them
     and the workload has several classes, else the shared model only)."""
+    endpoint_knobs: bool = True
+    """An endpoint trial also searches each endpoint's own ``max_batch_size`` and instance count
+    (where the space has several), rather than only splitting the trial's config."""
     measure: MeasureSettings = WORKLOAD_MEASURE
     sampler: optuna.samplers.BaseSampler | None = None
 
@@ -177,6 +181,83 @@ def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
 
 #: A workload point's own keys, besides the space's knobs.
 _SCHEDULER_KEYS = ("priorities", "admission", "layout")
+#: An endpoint's own knobs in a point: ``endpoint.<class>.max_batch_size`` and
+#: ``endpoint.<class>.instances``.
+ENDPOINT_KEY_PREFIX = "endpoint."
+
+
+@dataclass(frozen=True)
+class EndpointKnobs:
+    """One endpoint's own knobs, searched for it alone in the endpoint layout (None: what the
+    split of the point's config gives it). An interactive endpoint may want small executions
+    (a batch-8 execution is never preempted) while the batch endpoint wants big ones: one
+    config split in two cannot say both."""
+
+    max_batch_size: int | None = None
+    instances: int | None = None
+
+    @staticmethod
+    def key(class_name: str, knob: str) -> str:
+        return f"{ENDPOINT_KEY_PREFIX}{class_name}.{knob}"
+
+
+def endpoint_knobs(point: Mapping[str, Any]) -> dict[str, EndpointKnobs]:
+    """Each class's own endpoint knobs in ``point`` (classes without any are left out)."""
+    found: dict[str, dict[str, int]] = {}
+    for key, value in point.items():
+        if key.startswith(ENDPOINT_KEY_PREFIX):
+            name, _, knob = key[len(ENDPOINT_KEY_PREFIX) :].rpartition(".")
+            found.setdefault(name, {})[knob] = int(value)
+    return {name: EndpointKnobs(**knobs) for name, knobs in found.items()}
+
+
+def describe_endpoint_knobs(point: Mapping[str, Any]) -> str:
+    """``interactive: max_batch_size=4 1 instance; batch: ...`` (empty without any)."""
+    parts = []
+    for name, own in endpoint_knobs(point).items():
+        said = []
+        if own.max_batch_size is not None:
+            said.append(f"max_batch_size={own.max_batch_size}")
+        if own.instances is not None:
+            said.append(f"{own.instances} instance" + ("s" if own.instances != 1 else ""))
+        parts.append(f"{name}: {' '.join(said)}")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class EndpointChoices:
+    """What each endpoint's own knobs are searched over (from the space before
+    :func:`workload_space` narrowed it: an endpoint serves one class, so only that class's
+    requests must fit its batch size). An empty tuple: not searched per endpoint."""
+
+    batch_sizes: tuple[int, ...] = ()
+    instances: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, space: SearchSpace) -> EndpointChoices:
+        dims = space.dimensions
+        sizes = dims.get("max_batch_size")
+        batch_sizes = tuple(int(v) for v in sizes.values) if isinstance(sizes, Choice) else ()
+        count = dims.get("instance_count")
+        if isinstance(count, Choice):
+            instances = tuple(int(v) for v in count.values)
+        elif isinstance(count, IntRange):
+            instances = tuple(range(count.low, count.high + 1))
+        else:
+            instances = ()
+        return cls(batch_sizes if len(batch_sizes) > 1 else (), instances if len(instances) > 1 else ())
+
+    def suggest(self, trial: optuna.Trial, traffic: Traffic) -> dict[str, int]:
+        point: dict[str, int] = {}
+        for c in traffic.classes:
+            fitting = [b for b in self.batch_sizes if b >= c.request.batch_size]
+            if len(fitting) > 1:
+                key = EndpointKnobs.key(c.name, "max_batch_size")
+                point[key] = trial.suggest_categorical(key, fitting)
+            if self.instances:
+                key = EndpointKnobs.key(c.name, "instances")
+                point[key] = trial.suggest_categorical(key, list(self.instances))
+        return point
 
 
 @dataclass(frozen=True)
@@ -189,7 +270,11 @@ class EndpointSplit(Variant):
 
 def _split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
     """A workload point's knobs of the space, and its admission bound (None: unbounded)."""
-    knobs = {k: v for k, v in point.items() if k not in _SCHEDULER_KEYS}
+    knobs = {
+        k: v
+        for k, v in point.items()
+        if k not in _SCHEDULER_KEYS and not k.startswith(ENDPOINT_KEY_PREFIX)
+    }
     admission = point.get("admission", "none")
     return knobs, None if admission == "none" else int(admission)
 
@@ -203,7 +288,7 @@ def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]
     """The config a workload point stands for: the space's knobs, then the scheduler's; for the
     endpoint layout, those knobs split into one endpoint per class (an :class:`EndpointSplit`;
     the instance count and intra-op threads split are the point's, else one instance and
-    onnxruntime's default threads)."""
+    onnxruntime's default threads), each endpoint with its own knobs where the point has them."""
     knobs, admission = _split_point(point)
     if point_layout(point) == Layout.ENDPOINTS:
         base = space.to_variant(knobs)
@@ -214,6 +299,7 @@ def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]
             base.instance_count or 1,
             admission,
             int(threads) if threads.isdigit() and int(threads) > 0 else None,
+            endpoint_knobs(point),
         )
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(Variant)}
         return EndpointSplit(**fields, split=tuple(split.items()))
@@ -232,6 +318,7 @@ def endpoint_variants(
     instances: int,
     admission: int | None,
     threads: int | None = None,
+    own: Mapping[str, EndpointKnobs] | None = None,
 ) -> dict[str, Variant]:
     """The other layout of a config: one endpoint per class, each with ``variant``'s knobs and no
     priority levels (it serves one class), the class's queue timeout as its queue's, the
@@ -244,7 +331,13 @@ def endpoint_variants(
     each taking ``threads`` per instance. On 2 cores, MiniLM's interactive endpoint (1 thread)
     beside a batch endpoint of 2 threads had a p99 of 163 ms; beside one of 1 thread, 83-98 ms
     (docs/concepts/workloads.md). A config without the dynamic batcher has no scheduler queue:
-    its endpoints only split the instances and threads."""
+    its endpoints only split the instances and threads.
+
+    ``own``: an endpoint's own knobs (:class:`EndpointKnobs`), searched for it alone, in place
+    of what the split gives it: its ``max_batch_size`` (a preferred batch size of the shared
+    config's largest follows it), its instance count (its share of the compute threads is then
+    spread over that many)."""
+    own = own or {}
     fractions = traffic.fractions()
     demand = {c.name: fractions[c.name] * c.request.batch_size for c in traffic.classes}
     total = sum(demand.values())
@@ -253,17 +346,24 @@ def endpoint_variants(
     out = {}
     for c in traffic.classes:
         timeout = c.request.timeout_us or None
-        share = counts[c.name]
+        knobs = own.get(c.name, EndpointKnobs())
+        share = knobs.instances or counts[c.name]
         parameters = dict(variant.backend_parameters)
         if budget is not None:
             parameters["intra_op_thread_count"] = str(max(1, budget[c.name] // share))
-        if variant.wants_dynamic_batching() is False:
-            out[c.name] = dataclasses.replace(
-                variant, instance_count=share, backend_parameters=parameters
+        sized = variant
+        if knobs.max_batch_size is not None:
+            preferred = variant.preferred_batch_sizes
+            if preferred and variant.max_batch_size in preferred:
+                preferred = (knobs.max_batch_size,)
+            sized = dataclasses.replace(
+                variant, max_batch_size=knobs.max_batch_size, preferred_batch_sizes=preferred
             )
+        if variant.wants_dynamic_batching() is False:
+            out[c.name] = dataclasses.replace(sized, instance_count=share, backend_parameters=parameters)
             continue
         out[c.name] = dataclasses.replace(
-            variant,
+            sized,
             instance_count=share,
             backend_parameters=parameters,
             priority_levels=0,
@@ -306,6 +406,8 @@ class TrafficObjective:
     layouts: tuple[Layout, ...] = (Layout.SHARED,)
     """The serving layouts searched (both only on a server tritontune launched: endpoints are
     models it adds to the repository)."""
+    endpoint_choices: EndpointChoices = EndpointChoices()
+    """What an endpoint trial searches each endpoint's own knobs over."""
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
@@ -316,6 +418,8 @@ class TrafficObjective:
             point["layout"] = str(layout)
         if point.get("dynamic_batching", True) is False:
             return point  # no scheduler knobs without the dynamic batcher's queue
+        if layout == Layout.ENDPOINTS:
+            point.update(self.endpoint_choices.suggest(trial, self.traffic))
         if self.traffic.priority_levels and layout == Layout.SHARED:  # an endpoint: one class
             point["priorities"] = trial.suggest_categorical("priorities", [True, False])
         point["admission"] = trial.suggest_categorical("admission", list(ADMISSION_CHOICES))
@@ -375,6 +479,7 @@ def run_workload_search(
     """Search, then re-measure the top configs and the baseline (the bench's server must be
     started)."""
     progress = progress or WorkloadSearchProgress()
+    endpoint_choices = EndpointChoices.of(space)  # before the shared model's batch sizes narrow
     space = workload_space(space, traffic)
     model = session.source.name
     name = settings.study_name_for(model, traffic)
@@ -395,6 +500,7 @@ def run_workload_search(
         settings.measure,
         settings.max_rate,
         layouts=layouts,
+        endpoint_choices=endpoint_choices if settings.endpoint_knobs else EndpointChoices(),
     )
     outcome = optimize(
         study,
