@@ -628,10 +628,7 @@ def _finalist_entries(
         and session.owns_server
     ):
         best = top[0]
-        knobs, admission = _split_point(best.params)
-        variant = space.to_variant(knobs)
-        built = session.build(variant)
-        split = endpoint_variants(traffic, variant, _instances(built), admission, _threads(built))
+        split = shared_split(session, space, traffic, best.params)
         entries.append(_endpoint_entry(session, best.number, split))
     baseline = Variant()
     config = session.build(baseline)
@@ -642,6 +639,38 @@ def _finalist_entries(
         )
     )
     return entries
+
+
+def shared_split(
+    bench: Bench, space: SearchSpace, traffic: Traffic, params: Mapping[str, Any]
+) -> dict[str, Variant]:
+    """A shared trial's config served as one endpoint per class (:func:`endpoint_variants`,
+    split by its built instances and threads): the other layout of the best shared trial."""
+    knobs, admission = _split_point(params)
+    variant = space.to_variant(knobs)
+    built = bench.build(variant)
+    return endpoint_variants(traffic, variant, _instances(built), admission, _threads(built))
+
+
+def finalist_load(
+    bench: Bench,
+    space: SearchSpace,
+    traffic: Traffic,
+    finalist: Finalist,
+    trials: list[TrialResult],
+) -> Variant | dict[str, Variant]:
+    """What ``finalist`` loads (``space`` as the search narrowed it: :func:`workload_space`):
+    the model's own config (the baseline), its trial's config, or one endpoint per class (an
+    endpoint trial's split, or the best shared trial split for the final rounds)."""
+    if finalist.trial is None:
+        return Variant()
+    params = next(t.params for t in trials if t.number == finalist.trial)
+    variant = point_variant(space, traffic, params)
+    if isinstance(variant, EndpointSplit):
+        return dict(variant.split)
+    if finalist.layout == Layout.ENDPOINTS:
+        return shared_split(bench, space, traffic, params)
+    return variant
 
 
 def _endpoint_entry(
