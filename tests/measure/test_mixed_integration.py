@@ -155,15 +155,15 @@ def test_on_the_real_model_an_interactive_endpoint_keeps_the_tail_a_shared_model
     """Issue 24's stall fix, on the real model: one shared MiniLM (one instance of 2 threads,
     priority levels, the batch level bounded) lets interactive requests wait behind batch-8
     executions, which are never preempted, and behind an instance Triton leaves idle (p99
-    181-532 ms here at 8 req/s in all); one endpoint per class, one thread each, keeps it at one
-    interactive execution (66-67 ms) while the batch class asks for more than its endpoint
+    181-532 ms here at 8-9 req/s in all); one endpoint per class, one thread each, keeps it at one
+    interactive execution (66-74 ms) while the batch class asks for more than its endpoint
     serves. The two are measured under the same load in the same server, and a miss is measured
     once more, as the capacity search does with a level that missed."""
     inputs = str(real_model.inputs)
     traffic = parse_traffic(
         {
             "classes": [
-                {"name": "interactive", "rate": 2, "priority": 1, "slo_p99": "100ms",
+                {"name": "interactive", "rate": 3, "priority": 1, "slo_p99": "100ms",
                  "input_data": inputs},
                 {"name": "batch", "rate": 6, "batch_size": 8, "priority": 2, "timeout": "2s",
                  "may_shed": True, "input_data": inputs},
@@ -174,15 +174,15 @@ def test_on_the_real_model_an_interactive_endpoint_keeps_the_tail_a_shared_model
     one_thread = {"intra_op_thread_count": "1", "inter_op_thread_count": "1"}
     batching = Variant(max_batch_size=8, max_queue_delay_us=2000, instance_count=1)
     settings = MeasureSettings(
-        warmup_s=2.0, window_s=3.0, stable_windows=3, max_windows=4, extra_windows=1,
-        min_window_requests=20,
+        warmup_s=1.0, window_s=2.0, stable_windows=3, max_windows=4, extra_windows=1,
+        min_window_requests=15,
     )  # fmt: skip
     source = load_model_source(real_model.repository, real_model.name)
     with TuningSession(source, settings=settings) as session:
         for _attempt in range(2):
             shared_variant = replace(batching, backend_parameters={"intra_op_thread_count": "2"})
             session.load(traffic.scheduled(shared_variant, priorities=True, admission=16))
-            shared = session.measure_traffic(traffic, 8.0).figures("interactive")
+            shared = session.measure_traffic(traffic, 9.0).figures("interactive")
             session.load_endpoints(
                 {
                     "interactive": replace(batching, backend_parameters=one_thread),
@@ -195,7 +195,7 @@ def test_on_the_real_model_an_interactive_endpoint_keeps_the_tail_a_shared_model
                     ),
                 }  # fmt: skip
             )
-            measured = session.measure_traffic(traffic, 8.0)
+            measured = session.measure_traffic(traffic, 9.0)
             interactive, batch = measured.figures("interactive"), measured.figures("batch")
             if interactive.latency.p99 < 0.6 * shared.latency.p99:
                 break
