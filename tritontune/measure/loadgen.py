@@ -57,6 +57,14 @@ class LoadMode(TextEnum):
     RATE = "rate"
 
 
+class LoadEngine(TextEnum):
+    """What generated a measurement's load: tritontune's own asyncio generator, or perf_analyzer
+    (NVIDIA's C++ load generator, run once per level). Results say which one measured them."""
+
+    ASYNCIO = "asyncio"
+    PERF_ANALYZER = "perf_analyzer"
+
+
 if TYPE_CHECKING:  # tritonclient's generated gRPC stub has no type information
     Stub: TypeAlias = Any
 else:

@@ -33,6 +33,7 @@ from tritontune.measure.gpu_metrics import (
 )
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
 from tritontune.measure.loadgen import (
+    LoadEngine,
     LoadGenerator,
     LoadMode,
     LoadSpec,
@@ -128,6 +129,8 @@ class Measurement:
     gpu: tuple[GpuFigures, ...] | None = None
     """Per-GPU figures over the reported windows (:mod:`gpu_metrics`); None: the server has no
     GPUs (its metrics were not read)."""
+    engine: LoadEngine = LoadEngine.ASYNCIO
+    """What generated the load (:class:`LoadEngine`)."""
 
     @property
     def error_count(self) -> int:
@@ -162,6 +165,7 @@ class Measurement:
             else round(self.send_lag_p99_s * 1e3, 4),
             "interference": self.interference.to_dict() if self.interference else None,
             "gpu": gpu_to_list(self.gpu),
+            "engine": self.engine.value,
         }
 
 
