@@ -1,11 +1,14 @@
 """Load generation and measurement against the real server and the example model."""
 
+import os
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.measure.test_interference import burner
+from tests.measure.test_interference import BURN, burner
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.arrivals import Arrival, read_arrival_trace
@@ -126,3 +129,30 @@ def test_a_cpu_only_servers_metrics_have_no_gpus(example_repository: Path):
             LoadSpec.concurrency(1), MeasureSettings(warmup_s=0.2, window_s=0.2, max_windows=3)
         )
         assert measurement.gpu is None and measurement.to_dict()["gpu"] is None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin apart")
+def test_a_starved_load_generator_is_flagged_client_bound(session: TuningSession):
+    """The load generator's thread pinned to a core three CPU burners share: the level is flagged
+    client-bound (its figure is the client's). At concurrency 1, unpinned, it is not."""
+    session.load(Variant(max_queue_delay_us=2000, instance_count=1))
+    calm = session.measure(LoadSpec.concurrency(1))
+    assert calm.client is not None and not calm.client_bound, calm.client
+    assert calm.client.cpu_us_per_request is not None and calm.client.cpu_us_per_request > 0
+    assert calm.to_dict()["client"]["client_bound"] is False
+    cpu, saved = max(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    hogs = [
+        subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", BURN.format(seconds=30)])
+        for _ in range(3)
+    ]
+    try:
+        os.sched_setaffinity(0, {cpu})  # this thread (the event loop) and the threads it starts
+        # ~0.5 of a core's worth of sends, a quarter of a core to send them with
+        starved = session.measure(LoadSpec.rate(2000))
+    finally:
+        os.sched_setaffinity(0, saved)
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert starved.client_bound, starved.client
+    assert "client-bound" in (starved.remarks() or "")

@@ -100,3 +100,45 @@ def test_round_trip_through_a_dict():
     assert again.load == op.load and again.feasible == op.feasible
     assert again.throughput == pytest.approx(op.throughput, rel=1e-6)
     assert len(again.levels) == len(op.levels)
+
+
+class ClientLimitedServer(ModelledServer):
+    """The modelled server behind a load generator that runs out of CPU at ``client_limit``
+    requests in flight: those levels are flagged client-bound (and look better than they are)."""
+
+    def __init__(self, client_limit: int, **kwargs):
+        super().__init__(**kwargs)
+        self.client_limit = client_limit
+
+    def __call__(self, load: LoadSpec) -> Measurement:
+        m = super().__call__(load)
+        if load.value < self.client_limit:
+            return m
+        from dataclasses import replace
+
+        from tritontune.measure.client_cost import ClientCost
+
+        bound = ClientCost(150.0, 0.98, 0.99, 0.016, bound_windows=3, windows=3)
+        return replace(m, throughput=m.throughput * 10, client=bound)  # a figure not to trust
+
+
+def test_a_client_bound_level_bounds_the_walk_and_is_never_the_answer():
+    server = ClientLimitedServer(client_limit=40)
+    op = find_operating_point(server, 0.050, max_bisections=4, precision=0.05)
+    assert op.feasible and op.client_bound
+    assert op.load < 40  # the best level measured cleanly, not the client's
+    assert op.throughput == pytest.approx(2000)
+    limited = [level for level in op.levels if level.client_bound]
+    assert limited and all(level.load >= 40 for level in limited)
+    assert "client-bound" in (limited[0].disturbance or "")
+    # the flag survives the study's JSON
+    again = OperatingPoint.from_dict(op.to_dict())
+    assert again.client_bound and [lv.client_bound for lv in again.levels] == [
+        lv.client_bound for lv in op.levels
+    ]
+
+
+def test_a_walk_the_client_never_limits_says_so():
+    op = find_operating_point(ModelledServer(), 0.050)
+    assert not op.client_bound
+    assert "client_bound" not in op.to_dict()  # old studies' form, unchanged

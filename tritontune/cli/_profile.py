@@ -34,6 +34,7 @@ from tritontune.cli._option_groups import precision_options, server_options
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.arrivals import Arrival
+from tritontune.measure.client_cost import ClientCost
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
 from tritontune.measure.interference import Interference
 from tritontune.measure.loadgen import LoadSpec
@@ -258,7 +259,7 @@ def profile(
             print_server(session)
             result = _profile_with_progress(session, variant, loads, precision_checks)
         console.print(_levels_table(result))
-        _print_disturbed((m.load.label(), m.interference) for m in result.measurements)
+        _print_caveats((m.load.label(), m.interference, m.client) for m in result.measurements)
         if result.accuracy:
             console.print(
                 f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}",
@@ -281,12 +282,18 @@ def profile(
             console.print(f"wrote {csv_out}", highlight=False)
 
 
-def _print_disturbed(levels: Iterable[tuple[str, Interference | None]]) -> None:
-    """One line for each level measured while the machine was disturbed."""
-    for label, interference in levels:
+def _print_caveats(
+    levels: Iterable[tuple[str, Interference | None, ClientCost | None]],
+) -> None:
+    """One line for each level measured while the machine was disturbed, and for each level the
+    load generator limited."""
+    for label, interference, client in levels:
         note = interference.describe() if interference else None
         if note:
             console.print(f"[yellow]machine disturbed[/] at {label}: {escape(note)}", highlight=False)
+        bound = client.describe() if client else None
+        if bound:
+            console.print(f"[yellow]client-bound[/] at {label}: {escape(bound)}", highlight=False)
 
 
 def _profile_traffic(
@@ -314,7 +321,7 @@ def _profile_traffic(
             session, variant, traffic, rates, start_rate=start_rate, on_level_done=done
         )
     console.print(_traffic_table(result))
-    _print_disturbed((f"{m.total_rate:,.1f} req/s", m.interference) for m in result.levels)
+    _print_caveats((f"{m.total_rate:,.1f} req/s", m.interference, m.client) for m in result.levels)
     capacity = result.capacity
     if capacity is not None:
         if capacity.feasible:

@@ -372,7 +372,7 @@ def _search_with_progress(
             trials.done(result, best, eta, _point_text(result.params), shown)
             levels = result.operating_point.levels if result.operating_point else []
             for note in sorted({lv.disturbance for lv in levels if lv.disturbance}):
-                err_console.print(f"  [yellow]machine disturbed[/]: {escape(note)}", highlight=False)
+                err_console.print(f"  [yellow]caveat[/]: {escape(note)}", highlight=False)
 
         def precisions(checks: dict[str, PrecisionCheck]) -> None:
             for name, check in checks.items():
@@ -434,7 +434,10 @@ def _op_text(op: OperatingPoint | None, unit: str) -> str:
     if not op.feasible:
         return f"[yellow]misses the SLO[/] even at the lowest load (p99 {ms(op.p99_s)} ms)"
     load = f"{unit} {op.load:g}" if unit == "concurrency" else f"{op.load:,.0f} {unit}"
-    return f"{op.throughput:,.0f} infer/s at {load} (p50 {ms(op.p50_s)}, p99 {ms(op.p99_s)} ms)"
+    text = f"{op.throughput:,.0f} infer/s at {load} (p50 {ms(op.p50_s)}, p99 {ms(op.p99_s)} ms)"
+    if op.client_bound:  # the walk stopped where the load generator ran out of CPU
+        text += " [yellow]at least: client-bound above[/]"
+    return text
 
 
 def _print_search_result(outcome: SearchResult, top: int = 5) -> None:

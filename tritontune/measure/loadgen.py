@@ -79,6 +79,8 @@ QUEUE_FULL_ERROR = "QUEUE_FULL"
 QUEUE_TIMEOUT_ERROR = "QUEUE_TIMEOUT"
 #: Error kinds that are the scheduler's decisions, not faults.
 SCHEDULER_ERRORS = (QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR)
+#: Closed loop: how often the event loop's own lag is sampled (:attr:`LoadGenerator.loop_lag`).
+LOOP_LAG_EVERY_S = 0.01
 
 
 def error_kind(kind: str, message: str) -> str:
@@ -331,6 +333,9 @@ class LoadGenerator:
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
         self._rng = random.Random(seed)
+        self.loop_lag: list[float] = []
+        """Closed loop: how late a 1 ms timer of the event loop fired, sampled every
+        :data:`LOOP_LAG_EVERY_S` (a reply waits as long before its worker sends the next one)."""
 
     async def run(
         self,
@@ -371,6 +376,8 @@ class LoadGenerator:
         )
         stop = asyncio.Event()
         drivers: list[asyncio.Task] = []
+        if closed:
+            drivers.append(asyncio.create_task(self._watch_loop_lag(stop)))
         try:
             for stream in streams:
                 if stream.load.mode == LoadMode.CONCURRENCY:
@@ -394,6 +401,14 @@ class LoadGenerator:
                 await asyncio.gather(*drivers, return_exceptions=True)
         finally:
             await transport.close()
+
+    async def _watch_loop_lag(self, stop: asyncio.Event) -> None:
+        lag = self.loop_lag
+        while not stop.is_set():
+            start = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lag.append(max(0.0, time.perf_counter() - start - 0.001))
+            await asyncio.sleep(LOOP_LAG_EVERY_S)
 
     async def _closed_worker(
         self, transport: LoadTransport, stream: Stream, stop: asyncio.Event, worker: int, cap: int

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow, LoadThread
 from tritontune.measure.gpu_metrics import (
     GpuFigures,
     GpuReading,
@@ -131,6 +132,22 @@ class Measurement:
     GPUs (its metrics were not read)."""
     engine: LoadEngine = LoadEngine.ASYNCIO
     """What generated the load (:class:`LoadEngine`)."""
+    client: ClientCost | None = None
+    """What the load generator cost over the reported windows, and whether it limited them."""
+
+    @property
+    def client_bound(self) -> bool:
+        """The load generator, not the server, limited this level (:mod:`client_cost`)."""
+        return self.client is not None and self.client.bound
+
+    def remarks(self) -> str | None:
+        """What the user should know about how this figure was taken: the machine disturbed, the
+        client limiting it (None: nothing to say)."""
+        said = [
+            self.interference.describe() if self.interference else None,
+            self.client.describe() if self.client else None,
+        ]
+        return "; ".join(text for text in said if text) or None
 
     @property
     def error_count(self) -> int:
@@ -166,6 +183,7 @@ class Measurement:
             "interference": self.interference.to_dict() if self.interference else None,
             "gpu": gpu_to_list(self.gpu),
             "engine": self.engine.value,
+            "client": self.client.to_dict() if self.client else None,
         }
 
 
@@ -174,6 +192,8 @@ class _Edge:
     at: float
     index: int
     stats: ModelStatsSnapshot | None
+    lag_index: int = 0
+    """Where the client's lag samples stood (send lags open loop, loop lags closed loop)."""
 
 
 def measure_load(
@@ -241,9 +261,13 @@ async def _measure(
     edges: list[_Edge] = []
     windows: list[WindowSummary] = []
     loads: list[WindowLoad] = []
+    client: list[ClientWindow] = []
     gpu_scrapes: list[tuple[float, tuple[GpuReading, ...]]] = []
     started = time.perf_counter()
     loop_thread = threading.get_native_id()  # the load generator's thread
+
+    def lags(log: RequestLog) -> list[float]:
+        return log.send_lag if load.mode == LoadMode.RATE else generator.loop_lag
 
     async def snapshot(transport: LoadTransport) -> ModelStatsSnapshot | None:
         return await transport.statistics(model)
@@ -262,7 +286,8 @@ async def _measure(
         probe = None
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(transport)))
+        client_probe = ClientProbe([LoadThread.current()])
+        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(transport), len(lags(log))))
         await scrape_gpus()
         while True:
             first = edges[-1]
@@ -276,10 +301,12 @@ async def _measure(
                     break
                 if len(log) >= settings.max_requests:
                     break
-            edge = _Edge(time.perf_counter(), len(log), None)
+            edge = _Edge(time.perf_counter(), len(log), None, len(lags(log)))
             edge.stats = await snapshot(transport)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
+            lagged = lags(log)[first.lag_index : edge.lag_index]
+            client.append(client_probe.sample(edge.index - first.index, lagged))
             await scrape_gpus()
             if probe is not None:
                 loads.append(await asyncio.to_thread(probe.sample))
@@ -304,6 +331,8 @@ async def _measure(
     if loads:
         interference = Interference.of(loads, loads[-chosen:])
         result = dataclasses.replace(result, interference=interference)
+    if client:
+        result = dataclasses.replace(result, client=ClientCost.of(client[-chosen:]))
     if metrics_url is not None:
         # The scrapes from the reported windows' first edge on (each follows its edge closely).
         chosen_scrapes = [readings for at, readings in gpu_scrapes if at >= first.at]

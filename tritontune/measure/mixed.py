@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow, LoadThread
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
@@ -171,6 +172,13 @@ class TrafficMeasurement:
     server: dict[str, ServerSplit] = field(default_factory=dict)
     """Triton's split for the span, per model (one for a shared endpoint)."""
     interference: Interference | None = None
+    client: ClientCost | None = None
+    """What the load generator cost over the span, and whether it limited it."""
+
+    @property
+    def client_bound(self) -> bool:
+        """The load generator, not the server, limited this level (:mod:`client_cost`)."""
+        return self.client is not None and self.client.bound
 
     def figures(self, name: str) -> ClassFigures:
         for figures in self.classes:
@@ -205,6 +213,7 @@ class TrafficMeasurement:
             "classes": [f.to_dict() for f in self.classes],
             "server": {model: asdict(split) for model, split in self.server.items()},
             "interference": self.interference.to_dict() if self.interference else None,
+            "client": self.client.to_dict() if self.client else None,
         }
         if traffic is not None:
             rates = traffic.rates(self.total_rate)
@@ -244,6 +253,8 @@ class _Edge:
     at: float
     counts: dict[str, int]
     stats: dict[str, ModelStatsSnapshot | None]
+    lags: dict[str, int] = field(default_factory=dict)
+    """Where each class's send lags stood."""
 
 
 async def _measure(
@@ -267,25 +278,35 @@ async def _measure(
     )
     edges: list[_Edge] = []
     loads: list[WindowLoad] = []
+    client: list[ClientWindow] = []
     started = time.perf_counter()
     loop_thread = threading.get_native_id()
 
     async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
         at = time.perf_counter()
         counts = {s.name: len(s.log) for s in streams}
+        lags = {s.name: len(s.log.send_lag) for s in streams}
         stats = {model: await transport.statistics(model) for model in models}
-        return _Edge(at, counts, stats)
+        return _Edge(at, counts, stats, lags)
+
+    def client_window(streams: list[Stream], probe: ClientProbe) -> ClientWindow:
+        a, b = edges[-2], edges[-1]
+        answered = sum(b.counts[s.name] - a.counts[s.name] for s in streams)
+        lags = [lag for s in streams for lag in s.log.send_lag[a.lags[s.name] : b.lags[s.name]]]
+        return probe.sample(answered, lags)
 
     async def controller(streams: list[Stream], transport: LoadTransport) -> None:
         await asyncio.sleep(settings.warmup_s)
         probe = None
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
+        client_probe = ClientProbe([LoadThread.current()])
         edges.append(await edge(streams, transport))
         deadline = started + settings.time_cap()
         while True:
             await asyncio.sleep(settings.window_s)
             edges.append(await edge(streams, transport))
+            client.append(client_window(streams, client_probe))
             if probe is not None:
                 loads.append(await asyncio.to_thread(probe.sample))
             answered = min(edges[-1].counts[n] - edges[0].counts[n] for n in edges[0].counts)
@@ -311,6 +332,7 @@ async def _measure(
         duration_s=time.perf_counter() - started,
         server=server,
         interference=Interference.of(loads, loads) if loads else None,
+        client=ClientCost.of(client) if client else None,
     )
 
 

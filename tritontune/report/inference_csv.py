@@ -269,7 +269,7 @@ def _measurement_row(
         errors=m.error_count,
         stable=m.stable,
         satisfies=satisfies,
-        disturbance=m.interference.describe() if m.interference else None,
+        disturbance=m.remarks(),
         config_path=config_path,
     )
 

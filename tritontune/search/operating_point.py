@@ -14,6 +14,7 @@ an open-loop schedule is over capacity even if the replies it did send were fast
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, meets_slo
@@ -56,6 +57,7 @@ def find_operating_point(
         integer=integer,
         precision=precision,
         max_bisections=max_bisections,
+        limited=lambda m: m.client_bound,
     )
 
     def spec(load: float) -> LoadSpec:
@@ -63,9 +65,10 @@ def find_operating_point(
 
     ramp = ramp_and_bisect(lambda load: measure(spec(load)), rules, start=start, max_load=max_load)
     feasible = ramp.best is not None
-    return _point(
+    point = _point(
         slo_p99_s, load_mode, ramp.best or ramp.first, feasible=feasible, measured=ramp.levels()
     )
+    return replace(point, client_bound=ramp.limited_at is not None)
 
 
 def _point(
@@ -88,8 +91,9 @@ def _point(
             meets_slo=meets_slo(m, slo),
             mean_s=m.latency.mean if m.latency.count else None,
             requests=m.latency.count + m.error_count,
-            disturbance=m.interference.describe() if m.interference else None,
+            disturbance=m.remarks(),
             gpu=m.gpu,
+            client_bound=m.client_bound,
         )
         for load, m in measured
     ]

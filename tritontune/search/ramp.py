@@ -11,6 +11,11 @@ total request rate). The walk:
 3. bisect geometrically between the last load that passed and the first that failed, until the
    gap is ``precision`` of the passing load or ``max_bisections`` steps were taken.
 
+A level the load generator limited (``limited``: :mod:`tritontune.measure.client_cost`) bounds the
+walk like a failing one, since more load would measure the client, but its figure is never taken
+as the config's: the answer is the best level measured cleanly, and :attr:`Ramp.limited_at` says
+where the client stopped the walk.
+
 A failing level is measured again up to ``confirm`` times and counts as failed only if every try
 failed: on a shared machine one busy second puts a p99 over its bound, and the answer must not be
 set by it. ``measure`` is a function, so both searches are tested on a modelled server.
@@ -45,6 +50,8 @@ class RampRules(Generic[M]):
     max_bisections: int = 2
     confirm: int = 0
     """Times a failing level is measured again before it counts as failed."""
+    limited: Callable[[M], bool] = lambda level: False
+    """The load generator, not the config, limited this level (its figure is the client's)."""
 
 
 @dataclass
@@ -57,6 +64,8 @@ class Ramp(Generic[M]):
     measured: dict[float, M] = field(default_factory=dict)
     remeasured: list[float] = field(default_factory=list)
     """Loads measured again because a first try failed (the level kept is the last try)."""
+    limited_at: float | None = None
+    """The lowest load the load generator limited (None: it never did)."""
 
     def levels(self) -> list[tuple[float, M]]:
         """Every level measured, by ascending load."""
@@ -71,12 +80,15 @@ def ramp_and_bisect(
     measured: dict[float, M] = {}
     remeasured: list[float] = []
 
+    def passes(level: M) -> bool:
+        return rules.passes(level) and not rules.limited(level)
+
     def at(load: float) -> M:
         load = float(max(1, round(load))) if rules.integer else float(load)
         if load not in measured:
             level = measure(load)
             for _ in range(rules.confirm):
-                if rules.passes(level):
+                if passes(level) or rules.limited(level):
                     break
                 remeasured.append(load)
                 level = measure(load)
@@ -85,6 +97,10 @@ def ramp_and_bisect(
 
     first = at(start)
     ramp = Ramp(first, None, measured, remeasured)
+    if rules.limited(first):  # nothing lower to measure: the client's figure, flagged
+        ramp.limited_at = float(max(1, round(start)) if rules.integer else start)
+        ramp.best = first if rules.passes(first) else None
+        return ramp
     if not rules.passes(first):
         return ramp
     good, best = float(max(1, round(start)) if rules.integer else start), first
@@ -94,7 +110,7 @@ def ramp_and_bisect(
         if rules.integer:
             load = float(max(good + 1, round(load)))
         level = at(load)
-        if not rules.passes(level):
+        if not passes(level):
             bad = load
             break
         good = load
@@ -114,11 +130,13 @@ def ramp_and_bisect(
         if rules.integer:
             load = float(min(bad - 1, max(good + 1, round(load))))
         level = at(load)
-        if rules.passes(level):
+        if passes(level):
             good = load
             if rules.better(level, best):
                 best = level
         else:
             bad = load
     ramp.best = best
+    limited = [load for load, level in measured.items() if rules.limited(level)]
+    ramp.limited_at = min(limited) if limited else None
     return ramp

@@ -53,6 +53,9 @@ class TrafficCapacity:
     remeasured: tuple[float, ...] = ()
     """Rates measured again because a first try missed an objective (the level kept is the
     last try)."""
+    client_bound_at: float | None = None
+    """The lowest total rate the load generator limited: the walk stopped there, and the
+    capacity found is a lower bound (None: the client kept up)."""
 
     @property
     def feasible(self) -> bool:
@@ -118,6 +121,7 @@ class TrafficCapacity:
             "goodput_per_s": round(self.best.goodput, 3) if self.best else 0.0,
             "failure": self.failure(),
             "remeasured_rates_per_s": [round(r, 3) for r in self.remeasured],
+            "client_bound_at_rate_per_s": self.client_bound_at,
             "cliff_total_rate_per_s": {
                 c.name: self.cliff(c.name)
                 for c in self.traffic.classes
@@ -155,7 +159,10 @@ def find_traffic_capacity(
         precision=precision,
         max_bisections=max_bisections,
         confirm=confirm,
+        limited=lambda level: level.client_bound,
     )
     ramp = ramp_and_bisect(measure, rules, start=start, max_load=max_rate)
     levels = tuple(level for _, level in ramp.levels())
-    return TrafficCapacity(traffic, levels, ramp.best, tuple(ramp.remeasured))
+    return TrafficCapacity(
+        traffic, levels, ramp.best, tuple(ramp.remeasured), client_bound_at=ramp.limited_at
+    )

@@ -38,12 +38,16 @@ class LevelResult:
     requests: int = 0
     """Replies counted at this level (successful and failed), for error rates."""
     disturbance: str | None = None
-    """What the interference check said of this level's measurement (None: nothing to say)."""
+    """What the interference and client checks said of this level's measurement (None: nothing
+    to say)."""
     gpu: tuple[GpuFigures, ...] | None = None
     """Per-GPU figures of the level (None: the server reports no GPUs)."""
+    client_bound: bool = False
+    """The load generator, not the config, limited this level (:mod:`client_cost`)."""
 
     def to_dict(self) -> dict:
-        return {
+        extra = {"client_bound": True} if self.client_bound else {}
+        return extra | {
             "load": self.load,
             "throughput": round(self.throughput, 3),
             "mean_ms": None if self.mean_s is None else round(self.mean_s * 1e3, 4),
@@ -76,6 +80,9 @@ class OperatingPoint:
     levels: list[LevelResult] = field(default_factory=list)
     mean_s: float | None = None
     """Mean latency at the operating point (for Little's law); None in older studies."""
+    client_bound: bool = False
+    """The walk stopped at a level the load generator limited: the config may do more than this
+    point, which is the best level measured cleanly (a lower bound)."""
 
     @property
     def slo_excess_s(self) -> float:
@@ -97,7 +104,7 @@ class OperatingPoint:
             "throughput_deviation": round(self.throughput_deviation, 4),
             "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
             "levels": [level.to_dict() for level in self.levels],
-        }
+        } | ({"client_bound": True} if self.client_bound else {})
 
     @classmethod
     def from_dict(cls, data: dict) -> OperatingPoint:
@@ -115,6 +122,7 @@ class OperatingPoint:
                 requests=lv.get("requests", 0),
                 disturbance=lv.get("disturbance"),
                 gpu=gpu_from_list(lv.get("gpu")),
+                client_bound=bool(lv.get("client_bound", False)),
             )
             for lv in data.get("levels", [])
         ]
@@ -131,6 +139,7 @@ class OperatingPoint:
             avg_batch_size=data.get("avg_batch_size"),
             levels=levels,
             mean_s=data["mean_ms"] / 1e3 if data.get("mean_ms") is not None else None,
+            client_bound=bool(data.get("client_bound", False)),
         )
 
 
@@ -174,7 +183,7 @@ class RoundFigure:
     stable: bool
     avg_batch_size: float | None = None
     disturbance: str | None = None
-    """What the interference check said of this measurement (None: nothing to say)."""
+    """What the interference and client checks said of this measurement (None: nothing to say)."""
     disturbed: bool = False
     """Its reported windows were taken while the machine was disturbed."""
     gpu: tuple[GpuFigures, ...] | None = None
@@ -193,7 +202,7 @@ class RoundFigure:
             meets_slo=meets_slo(m, slo_p99_s),
             stable=m.stable,
             avg_batch_size=m.server.avg_batch_size if m.server else None,
-            disturbance=interference.describe() if interference else None,
+            disturbance=m.remarks(),
             disturbed=bool(interference and interference.result_disturbed),
             gpu=m.gpu,
         )
@@ -478,6 +487,11 @@ class CapacityFigure:
     """Why the first failing level failed (one line), or ''."""
     detail: Mapping[str, Any] = field(default_factory=dict)
     """The whole capacity search as measured (``TrafficCapacity.to_dict``)."""
+
+    @property
+    def client_bound(self) -> bool:
+        """The load generator limited a level: the capacity is a lower bound."""
+        return self.detail.get("client_bound_at_rate_per_s") is not None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.detail) or {
