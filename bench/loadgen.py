@@ -26,14 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import nvidia.cuda_runtime
-
 from tritontune.config.model_config import parse_config_text, write_config
 from tritontune.config.repository import WorkingRepository, load_model_source
 from tritontune.config.variant import Variant, apply_variant
 from tritontune.measure.inputs import build_requests, input_specs, synthesize_payloads
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings, measure_load
+from tritontune.measure.perf_analyzer import perf_analyzer_env
 from tritontune.server.local import LocalTritonLauncher
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,13 +60,6 @@ class TritonPythonModel:
 """
 EXAMPLE_VARIANT = Variant(max_queue_delay_us=2000, instance_count=1)
 SETTINGS = MeasureSettings(warmup_s=1.0, window_s=2.0, max_windows=10)
-
-
-def perf_analyzer_env() -> dict[str, str]:
-    env = dict(os.environ)
-    cudart = Path(next(iter(nvidia.cuda_runtime.__path__))) / "lib"
-    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(cudart), env.get("LD_LIBRARY_PATH", "")])
-    return env
 
 
 def perf_analyzer(grpc_url: str, model: str, concurrency: int, workdir: Path) -> dict[str, float]:
