@@ -56,13 +56,15 @@ profile-demo: setup examples/model_repository/mlp/1/model.onnx
 # What the integration tests drive besides tritonserver: a real Docker engine (Debian's docker.io,
 # started here on vfs with no bridge, as this kind of machine allows) for the Docker launcher,
 # Debian's chromium for the report's browser test, and Debian's postgresql (the tests start a
-# private server of it) for studies shared by several workers. Installed and started when root; otherwise
+# private server of it) for studies shared by several workers, and Debian's libb64-0d, which
+# perf_analyzer (--load-engine perf_analyzer) links. Installed and started when root; otherwise
 # those tests are skipped with the reason (CI sets TRITONTUNE_REQUIRE_* so they fail there).
 test-env:
 	@if [ "$$(id -u)" != 0 ]; then echo "test-env: not root; Docker and browser tests may skip"; exit 0; fi; \
 	missing=""; command -v dockerd >/dev/null || missing="$$missing docker.io"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	ldconfig -p | grep -q libb64.so.0d || missing="$$missing libb64-0d"; \
 	if [ -n "$$missing" ]; then echo "installing$$missing (Debian)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	if ! docker info >/dev/null 2>&1; then \

@@ -119,6 +119,21 @@ def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
 
 
 @pytest.mark.integration
+def test_profile_with_perf_analyzer_as_the_load_engine(example_repository: Path, tmp_path: Path):
+    out = tmp_path / "result.json"
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--max-queue-delay", "2ms",
+        "--concurrency", "2", "--warmup", "0.3s", "--window", "0.4s", "--json", str(out),
+        "--load-engine", "perf_analyzer",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "load: perf_analyzer" in result.output
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["engine"] == "perf_analyzer" and level["errors"] == {}
+    assert level["throughput_infer_per_s"] > 0
+
+
+@pytest.mark.integration
 def test_profile_a_workload_measures_each_class(example_repository: Path, tmp_path: Path):
     out = tmp_path / "workload.json"
     example = Path(__file__).parent.parent / "examples" / "workloads" / "interactive-batch.yaml"

@@ -87,3 +87,18 @@ def test_the_fake_session_of_the_tests_is_a_session(example_repository: Path):
     from tests.fakes import FakeSession
 
     assert isinstance(FakeSession(load_model_source(example_repository, "mlp")), Bench)
+
+
+def test_perf_analyzer_refuses_a_workload_saying_why(example_repository: Path, tmp_path: Path):
+    from tritontune.measure.load_settings import LoadSettings
+    from tritontune.measure.loadgen import LoadEngine
+    from tritontune.measure.traffic import read_traffic
+
+    traffic = read_traffic(example_repository.parent / "workloads" / "interactive-batch.yaml")
+    session = TuningSession(
+        load_model_source(example_repository, "mlp"),
+        load=LoadSettings(LoadEngine.PERF_ANALYZER),
+        work_dir=tmp_path,
+    )
+    with pytest.raises(InputError, match="perf_analyzer measures one class of traffic"):
+        session.measure_traffic(traffic, 50)

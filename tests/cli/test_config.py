@@ -177,6 +177,8 @@ def test_the_example_config_file_is_valid(tmp_path: Path):
     [
         ("launch: bogus\n", "launch: --launch: 'bogus' is not one of local, docker, remote"),
         ("calibration: kl\n", "calibration: --calibration: 'kl' is not one of"),
+        ("load_engine: locust\n", "load_engine: --load-engine: 'locust' is not one of"),
+        ("load_processes: 0\n", "load_processes: --load-processes: expected a count of 1"),
     ],
 )
 def test_a_bad_value_of_a_shared_option_group_names_the_file_and_key(

@@ -39,6 +39,7 @@ from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.config.variant import Variant, describe_config
 from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.hostinfo import HostInfo, describe_host
+from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import ClassVerdict, TrafficMeasurement
@@ -69,6 +70,8 @@ class CheckSettings:
     max_rounds: int = 5
     measure: MeasureSettings = CHECK_MEASURE
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    load: LoadSettings = field(default_factory=LoadSettings)
+    """What generates the load of the rounds (engine, processes)."""
     failure_log_dir: Path | None = None
     """Where a model's server log is kept (``check-MODEL.tritonserver.log``) when it failed."""
 
@@ -336,6 +339,7 @@ def _checking_session(
     session = TuningSession(
         source,
         launch=settings.launch,
+        load=settings.load,
         request_shape=shape,
         settings=measure,
         failure_log=settings.failure_log_dir / f"check-{source.name}.tritonserver.log"

@@ -31,7 +31,8 @@ from tritontune.cli._common import (
     progress_bar,
     user_errors,
 )
-from tritontune.cli._option_groups import server_options
+from tritontune.cli._option_groups import load_options, server_options
+from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.measurement import Measurement
 from tritontune.report.inference_csv import check_rows, write_inference_csv
 from tritontune.server.factory import LaunchSettings
@@ -40,6 +41,7 @@ from tritontune.units import parse_duration, parse_fraction
 
 @app.command()
 @server_options
+@load_options
 def check(
     ctx: typer.Context,
     repository: Annotated[Path, typer.Argument(help="The tuned model repository (from export).")],
@@ -58,6 +60,7 @@ def check(
     csv_out: CsvOption = None,
     *,
     server: LaunchSettings,
+    load_generator: LoadSettings,
 ) -> None:
     """Re-measure each tuned model at its recorded load; exit 1 when one regressed."""
     with user_errors(ctx):
@@ -67,6 +70,7 @@ def check(
             max_rounds=rounds + 2,
             measure=replace(CHECK_MEASURE, window_s=max(parse_duration(window, what="--window"), 0.05)),
             launch=server,
+            load=load_generator,
             failure_log_dir=(junit or Path("junit.xml")).parent,
         )
         report = _check_with_progress(repository, settings)

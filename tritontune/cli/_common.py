@@ -283,7 +283,8 @@ def print_server(session: TuningSession) -> None:
     for notice in session.server.notices():
         err_console.print(notice, highlight=False)
     err_console.print(
-        f"tritonserver {info.version} ({info.launch}, {session.server.endpoint().url()})",
+        f"tritonserver {info.version} ({info.launch}, {session.server.endpoint().url()}); "
+        f"load: {session.load_settings.describe()}",
         highlight=False,
     )
     if session.via_python:

@@ -1,12 +1,13 @@
 """Groups of options shared by several commands, each defined once.
 
 ``search``, ``profile`` and ``check`` take the same fourteen launch and client options (where the
-server comes from, and how requests reach it); ``search`` and ``profile`` the same four precision
-options (how variants are judged and calibrated). Rather than repeat them in each signature, a
-command declares one parameter for the parsed group and is decorated with the group
-(:data:`server_options`: ``server: LaunchSettings``; :data:`precision_options`:
-``precision_checks: AccuracySettings``): the decorator adds the options to the command's
-signature (so typer, ``--help``, the config file and the environment variables see them as the
+server comes from, and how requests reach it) and the same two load options (what sends the load);
+``search`` and ``profile`` the same four precision options (how variants are judged and calibrated).
+Rather than repeat them in each signature, a command declares one parameter for the parsed group and
+is decorated with the group (:data:`server_options`: ``server: LaunchSettings``;
+:data:`load_options`: ``load_generator: LoadSettings``; :data:`precision_options`:
+``precision_checks: AccuracySettings``): the decorator adds the options to the command's signature
+(so typer, ``--help``, the config file and the environment variables see them as the
 command's own) and hands the command the group's settings, parsed.
 """
 
@@ -21,6 +22,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from tritontune.cli._common import user_errors
+from tritontune.measure.load_settings import LoadSettings, parse_load_settings
 from tritontune.precision.accuracy import parse_output_kinds, parse_tolerance
 from tritontune.precision.prepare import AccuracySettings
 from tritontune.precision.recipe import parse_calibration
@@ -290,7 +292,41 @@ def option_group(
     return decorate
 
 
+#: The load options: what generates the load of every measurement.
+LOAD_OPTIONS: tuple[inspect.Parameter, ...] = (
+    _option(
+        "load_engine",
+        Annotated[
+            str,
+            typer.Option(
+                help="What sends the requests: asyncio (tritontune's own generator) or "
+                "perf_analyzer (NVIDIA's, one run per load level; single-class loads, gRPC).",
+            ),
+        ],
+        "asyncio",
+    ),
+    _option(
+        "load_processes",
+        Annotated[
+            str,
+            typer.Option(
+                help="Load processes for the asyncio engine: a count, or auto (more while a "
+                "level is client-bound, up to the cores the server leaves).",
+            ),
+        ],
+        "1",
+    ),
+)
+
+
+def load_settings(values: dict[str, Any]) -> LoadSettings:
+    """The load options' values as one :class:`LoadSettings`."""
+    return parse_load_settings(values["load_engine"], values["load_processes"])
+
+
 #: ``server: LaunchSettings`` from the launch and client options.
 server_options = option_group(SERVER_OPTIONS, "server", launch_settings)
+#: ``load_generator: LoadSettings`` from the load options.
+load_options = option_group(LOAD_OPTIONS, "load_generator", load_settings)
 #: ``precision_checks: AccuracySettings`` from the precision options.
 precision_options = option_group(PRECISION_OPTIONS, "precision_checks", accuracy_settings)

@@ -30,13 +30,14 @@ from tritontune.cli._common import (
     progress_bar,
     user_errors,
 )
-from tritontune.cli._option_groups import precision_options, server_options
+from tritontune.cli._option_groups import load_options, precision_options, server_options
 from tritontune.config.variant import Variant, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.arrivals import Arrival
 from tritontune.measure.client_cost import ClientCost
 from tritontune.measure.gpu_metrics import NO_GPUS, gpu_summary
 from tritontune.measure.interference import Interference
+from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
@@ -117,6 +118,7 @@ def _levels_table(result: ProfileResult) -> Table:
 
 @app.command()
 @server_options
+@load_options
 @precision_options
 def profile(
     ctx: typer.Context,
@@ -200,6 +202,7 @@ def profile(
     csv_out: CsvOption = None,
     *,
     server: LaunchSettings,
+    load_generator: LoadSettings,
     precision_checks: AccuracySettings,
 ) -> None:
     """Measure one config variant of a model at several load levels on a real Triton server."""
@@ -247,6 +250,7 @@ def profile(
             model_repository,
             model,
             launch=server,
+            load=load_generator,
             request_shape=request_shape,
             settings=settings,
             failure_log=failure_log_path(json_out or Path("profile.json"), f"{model}-profile"),

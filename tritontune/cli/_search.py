@@ -34,11 +34,12 @@ from tritontune.cli._common import (
     user_errors,
     write_results,
 )
-from tritontune.cli._option_groups import precision_options, server_options
+from tritontune.cli._option_groups import load_options, precision_options, server_options
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
 from tritontune.cli._workload import search_workload
 from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
+from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Layout, read_traffic
@@ -89,6 +90,7 @@ def _space_source(value: str | SpaceSource) -> SpaceSource:
 
 @app.command()
 @server_options
+@load_options
 @precision_options
 def search(
     ctx: typer.Context,
@@ -187,6 +189,7 @@ def search(
     peak_qps: PeakOption = None,
     *,
     server: LaunchSettings,
+    load_generator: LoadSettings,
     precision_checks: AccuracySettings,
 ) -> None:
     """Search for the highest-throughput config whose p99 meets the SLO (with --workload: the
@@ -231,6 +234,7 @@ def search(
                 model_repository,
                 model,
                 launch=server,
+                load=load_generator,
                 settings=measure,
                 failure_log=failure_log_path(results or Path(f"{name}.results.json"), name),
             )
@@ -276,6 +280,7 @@ def search(
             model_repository,
             model,
             launch=server,
+            load=load_generator,
             request_shape=RequestShape(batch_size=batch_size, input_data=input_data),
             settings=settings.measure,
             failure_log=failure_log_path(out, study_name),

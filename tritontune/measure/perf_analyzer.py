@@ -682,19 +682,3 @@ def _result(
         interference=interference,
         engine=LoadEngine.PERF_ANALYZER,
     )
-
-
-__all__ = [
-    "ExportedRequest",
-    "PerfAnalyzerExport",
-    "RunFiles",
-    "find_perf_analyzer",
-    "input_data_document",
-    "measure_with_perf_analyzer",
-    "perf_analyzer_command",
-    "perf_analyzer_env",
-    "read_export",
-    "summarize_window",
-    "window_requests",
-    "write_request_intervals",
-]

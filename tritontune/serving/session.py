@@ -21,9 +21,11 @@ from tritontune.config.model_config import ModelConfig, copy_config
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel, load_model_source
 from tritontune.config.variant import FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
-from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.load_settings import LoadSettings
+from tritontune.measure.loadgen import LoadEngine, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
 from tritontune.measure.mixed import ClassRequests, TrafficMeasurement, measure_traffic
+from tritontune.measure.perf_analyzer import measure_with_perf_analyzer
 from tritontune.measure.request_shape import RequestShape, prepare_requests
 from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.precision.convert import cache_dir as precision_cache_dir
@@ -46,8 +48,11 @@ class TuningSession:
         settings: MeasureSettings | None = None,
         work_dir: Path | None = None,
         failure_log: Path | None = None,
+        load: LoadSettings | None = None,
     ) -> None:
         self.source = source
+        self.load_settings = load or LoadSettings()
+        """What generates the load of every measurement (engine, processes)."""
         self.request_shape = request_shape or RequestShape()
         self.settings = settings or MeasureSettings()
         """How a level is measured when the caller does not say."""
@@ -271,17 +276,29 @@ class TuningSession:
         if not self._requests:
             raise ServerError("no config is loaded; call load() first")
         self.server.check_alive()
-        measurement = measure_load(
-            self.server.endpoint(),
-            self.name,
-            self._requests,
-            load,
-            batch_size=self.request_shape.batch_size,
-            settings=settings or self.settings,
-            seed=self.request_shape.seed,
-            # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
-            metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
-        )
+        if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
+            measurement = measure_with_perf_analyzer(
+                self.server.endpoint(),
+                self.name,
+                self._requests,
+                load,
+                batch_size=self.request_shape.batch_size,
+                settings=settings or self.settings,
+                seed=self.request_shape.seed,
+                workdir=self.server.work_dir / "perf_analyzer",
+            )
+        else:
+            measurement = measure_load(
+                self.server.endpoint(),
+                self.name,
+                self._requests,
+                load,
+                batch_size=self.request_shape.batch_size,
+                settings=settings or self.settings,
+                seed=self.request_shape.seed,
+                # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
+                metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
+            )
         self.server.check_alive()
         if measurement.latency.count == 0 and measurement.error_count:
             kind, count = max(measurement.errors.items(), key=lambda item: item[1])
@@ -295,6 +312,12 @@ class TuningSession:
         """Measure every class of ``traffic`` at once, at ``total_rate`` req/s in all (each
         class its share, its own requests and priority): against the loaded config, or, after
         :meth:`load_endpoints`, each class against the endpoint named after it."""
+        if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
+            raise InputError(
+                "--load-engine perf_analyzer measures one class of traffic at a time; a "
+                "workload's classes (each its own stream, priority and objective) need the "
+                "asyncio engine"
+            )
         if self._loaded is None and not self._endpoints:
             raise ServerError("no config is loaded; call load() first")
         if set(self._class_requests) != {c.name for c in traffic.classes}:
