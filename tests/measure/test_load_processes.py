@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
+import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from tritontune.measure.arrivals import Arrival, arrival_gaps
 from tritontune.measure.load_processes import (
     Batch,
+    LoadProcessError,
     Merger,
     WorkerPool,
     auto_processes_limit,
@@ -22,7 +27,14 @@ from tritontune.measure.load_processes import (
     serialize_requests,
     split_concurrency,
 )
-from tritontune.measure.loadgen import LoadGenerator, LoadSpec, RequestLog, Stream, arrival_times
+from tritontune.measure.loadgen import (
+    HttpInferRequest,
+    LoadGenerator,
+    LoadSpec,
+    RequestLog,
+    Stream,
+    arrival_times,
+)
 from tritontune.measure.stats import LatencyStats
 from tritontune.server.endpoint import Endpoint
 
@@ -77,6 +89,18 @@ def test_plans_share_one_serialized_payload_list_and_divide_the_caps():
     assert all(p.max_in_flight == 50 and p.max_requests == 500 for p in plans)
     assert plans[0].shares[0].payloads is plans[1].shares[0].payloads  # serialized once
     assert parse_requests(*serialize_requests(requests)) == requests
+
+
+def test_http_requests_cross_as_a_pickle_with_their_encoded_tensors():
+    import numpy as np
+    import tritonclient.http as http
+
+    tensor = http.InferInput("x", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.arange(4, dtype=np.float32).reshape(1, 4), binary_data=True)
+    kind, payloads = serialize_requests([HttpInferRequest("m", (tensor,), priority=2)])
+    (back,) = parse_requests(kind, payloads)
+    assert kind == "pickle" and back.model == "m" and back.priority == 2
+    assert back.inputs[0]._get_binary_data() == tensor._get_binary_data()
 
 
 def reference_log(records: list[tuple[float, float, str | None]]) -> RequestLog:
@@ -171,3 +195,113 @@ def test_auto_limit_leaves_a_core_to_a_local_server(monkeypatch: pytest.MonkeyPa
     assert auto_processes_limit(server_is_local=False) == 8
     monkeypatch.setattr("os.cpu_count", lambda: 1)
     assert auto_processes_limit(server_is_local=True) == 1
+
+
+def _explode() -> object:
+    raise ValueError("poisoned payload")
+
+
+class Poison:
+    """Pickles in the parent, fails to unpickle in a worker: a worker that cannot start."""
+
+    def __reduce__(self) -> tuple:
+        return (_explode, ())
+
+
+def spawned_workers() -> list[psutil.Process]:
+    children = psutil.Process().children(recursive=True)
+    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+
+
+@pytest.mark.parametrize("concurrency", [3, 1])
+def test_workers_report_against_a_dead_port_and_are_gone_after(concurrency: int):
+    """Real worker processes (no server: every request is refused): their records reach the
+    parent's log in completion order, and none of them outlives the run (at concurrency 1, one
+    of the two has nothing to do)."""
+    from tritonclient.grpc import service_pb2
+
+    requests = [service_pb2.ModelInferRequest(model_name="m")]
+    generator = LoadGenerator("127.0.0.1:9", requests, request_timeout=1.0, processes=2)
+    threads: list = []
+
+    async def controller(log: RequestLog, _transport: object) -> None:
+        await asyncio.sleep(0.3)
+        at = time.perf_counter()
+        await generator.settle(at)
+        threads.extend(generator.load_threads())
+
+    log = asyncio.run(generator.run(LoadSpec.concurrency(concurrency), controller, max_requests=10_000))
+    assert len(log) > 0 and set(log.error) == {"UNAVAILABLE"}
+    assert log.done_at == sorted(log.done_at)
+    assert len({t.pid for t in threads}) == 2
+    assert spawned_workers() == []
+
+
+def test_a_worker_that_fails_raises_its_message_and_a_failing_controller_stops_them():
+    generator = LoadGenerator("127.0.0.1:9", [Poison()], processes=2)
+
+    async def controller(log: RequestLog, _transport: object) -> None:
+        await asyncio.sleep(5)
+
+    with pytest.raises(LoadProcessError, match="poisoned payload"):
+        asyncio.run(generator.run(LoadSpec.concurrency(2), controller, max_requests=10))
+    assert spawned_workers() == []
+
+    from tritonclient.grpc import service_pb2
+
+    generator = LoadGenerator("127.0.0.1:9", [service_pb2.ModelInferRequest()], processes=2)
+
+    async def failing(log: RequestLog, _transport: object) -> None:
+        await asyncio.sleep(0.1)
+        raise KeyError("controller")
+
+    with pytest.raises(KeyError):
+        asyncio.run(generator.run(LoadSpec.rate(50), failing, max_requests=10))
+    assert spawned_workers() == []
+
+
+ORPHAN_PARENT = """
+import asyncio, sys
+from tritonclient.grpc import service_pb2
+from tritontune.measure.loadgen import LoadGenerator, LoadSpec
+
+async def controller(log, transport):
+    await asyncio.sleep(0.2)
+    print(" ".join(str(t.pid) for t in generator.load_threads()), flush=True)
+    await asyncio.sleep(60)
+
+if __name__ == "__main__":
+    generator = LoadGenerator("127.0.0.1:9", [service_pb2.ModelInferRequest()], processes=2)
+    asyncio.run(generator.run(LoadSpec.rate(20), controller, max_requests=1000))
+"""
+
+
+def test_workers_stop_when_their_parent_is_killed(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(ORPHAN_PARENT)
+    root = Path(__file__).resolve().parents[2]  # this checkout's tritontune, not an installed one
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=root, env=env
+    )
+    try:
+        assert parent.stdout is not None
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(psutil.pid_exists(pid) for pid in pids)
+    finally:
+        parent.kill()
+        parent.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
