@@ -11,6 +11,7 @@ import os
 import random
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -151,6 +152,14 @@ def test_merging_keeps_completion_order_and_the_exact_percentiles():
     ok = [lat for lat, err in zip(log.latency, log.error, strict=True) if err is None]
     ref_ok = [lat for lat, err in zip(reference.latency, reference.error, strict=True) if err is None]
     assert LatencyStats.from_samples(ok) == LatencyStats.from_samples(ref_ok)
+
+
+def test_records_completed_at_the_same_time_by_two_workers_merge():
+    log = RequestLog()
+    merger = Merger([log], 2, [])
+    merger.add(Batch(0, 2.0, {0: ([1.0], [0.5], [None])}))
+    merger.add(Batch(1, 2.0, {0: ([1.0], [0.5], ["UNAVAILABLE"])}))
+    assert log.done_at == [1.0, 1.0] and sorted(map(str, log.error)) == ["None", "UNAVAILABLE"]
 
 
 def test_settle_waits_for_every_watermark_to_pass_the_edge():
@@ -305,3 +314,38 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path):
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(pid) for pid in pids)
+
+
+@pytest.mark.parametrize(("limit", "tried"), [(4, [1, 2, 4]), (3, [1, 2, 3]), (1, [1])])
+def test_auto_measures_a_client_bound_level_again_with_twice_the_processes(
+    monkeypatch: pytest.MonkeyPatch, limit: int, tried: list[int]
+):
+    from tritontune.measure import measurement
+    from tritontune.measure.client_cost import ClientCost
+
+    seen: list[int] = []
+
+    async def fake(*args: object) -> SimpleNamespace:
+        processes = args[-1]
+        assert isinstance(processes, int)
+        seen.append(processes)
+        cost = ClientCost(None, 1.0, 0.95, 0.01, bound_windows=1, windows=3, processes=processes)
+        return SimpleNamespace(client_bound=True, client=cost)
+
+    monkeypatch.setattr(measurement, "_measure", fake)
+    m = measurement.measure_load("x:1", "m", [object()], LoadSpec.concurrency(64), max_processes=limit)
+    assert seen == tried and m.client.processes == tried[-1]
+
+
+def test_without_auto_a_client_bound_level_is_measured_once(monkeypatch: pytest.MonkeyPatch):
+    from tritontune.measure import measurement
+
+    seen: list[object] = []
+
+    async def fake(*args: object) -> SimpleNamespace:
+        seen.append(args[-1])
+        return SimpleNamespace(client_bound=True)
+
+    monkeypatch.setattr(measurement, "_measure", fake)
+    measurement.measure_load("x:1", "m", [object()], LoadSpec.concurrency(64), processes=2)
+    assert seen == [2]

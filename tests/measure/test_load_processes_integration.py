@@ -70,3 +70,21 @@ def test_two_processes_hold_an_open_loop_rate(session: TuningSession):
     assert m.client is not None and m.client.processes == 2
     assert m.send_lag_p99_s is not None and m.send_lag_p99_s < 0.05
     assert no_load_processes_left()
+
+
+def test_two_processes_carry_a_mixed_workload(session: TuningSession):
+    """Two classes at once, each one's arrivals dealt over the two processes."""
+    from tritontune.measure.mixed import ClassRequests, measure_traffic
+    from tritontune.measure.traffic import parse_traffic
+
+    traffic = parse_traffic(
+        {"classes": [{"name": "a", "rate": 100}, {"name": "b", "rate": 200}]}, where="test workload"
+    )
+    requests = {name: ClassRequests(session.name, session._requests) for name in ("a", "b")}
+    m = measure_traffic(session.server.endpoint(), traffic, requests, 300.0, settings=FAST, processes=2)
+    assert m.client is not None and m.client.processes == 2
+    for name, rate in (("a", 100), ("b", 200)):
+        figures = m.figures(name)
+        assert figures.errors == {}
+        assert figures.request_rate == pytest.approx(rate, rel=0.3)
+    assert no_load_processes_left()

@@ -46,6 +46,7 @@ from tritontune.measure.loadgen import (
     Deal,
     LoadGenerator,
     LoadMode,
+    LoadSpec,
     LoadTransport,
     RequestLog,
     Stream,
@@ -105,7 +106,7 @@ class StreamShare:
     """The stream's index in the parent's list (the records' destination)."""
     kind: str
     payloads: list[bytes]
-    load: Any
+    load: LoadSpec
     first_worker: int = 0
     deal: Deal | None = None
 
@@ -311,14 +312,20 @@ class Merger:
     def _merge(self) -> None:
         until = self.merged_until
         for log, pending in zip(self.logs, self._records, strict=True):
-            for done_at, latency, error in heapq.merge(*_take(pending, until)):
+            for done_at, latency, error in heapq.merge(*_take(pending, until), key=_first):
                 log.record(done_at, latency, error)
         for log, pending_lags in zip(self.logs, self._lags, strict=True):
-            log.send_lag.extend(lag for _, lag in heapq.merge(*_take(pending_lags, until)))
-        self.loop_lag.extend(lag for _, lag in heapq.merge(*_take(self._loop_lags, until)))
+            log.send_lag.extend(lag for _, lag in heapq.merge(*_take(pending_lags, until), key=_first))
+        self.loop_lag.extend(lag for _, lag in heapq.merge(*_take(self._loop_lags, until), key=_first))
         if until == math.inf:
             for log in self.logs:
                 log.scheduled.sort()
+
+
+def _first(item: tuple) -> float:
+    """The merge key: completion time (records), or the carrying batch's watermark (lags). Only
+    the key is compared: equal times from two workers never compare the rest."""
+    return float(item[0])
 
 
 def _take(pending: list[list[Any]], until: float) -> list[list[Any]]:

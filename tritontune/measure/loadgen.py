@@ -16,7 +16,9 @@ same whatever the protocol.
   the rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
   visible as such.
 
-Every run is bounded in time and in requests.
+Every run is bounded in time and in requests. Where one process cannot send fast enough, the load
+can come from several worker processes (``processes``; :mod:`tritontune.measure.load_processes`),
+their records merged exactly into the same logs.
 """
 
 from __future__ import annotations
