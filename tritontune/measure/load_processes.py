@@ -371,7 +371,7 @@ class WorkerPool:
             self.error = f"load process {message[1]} exited without finishing"
         self._changed.set()
 
-    async def wait_for(self, done: Callable[[], bool], timeout: float, what: str) -> bool:
+    async def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait until ``done()`` (or a worker failed: raise); False on timeout."""
         deadline = time.perf_counter() + timeout
         while True:
@@ -388,7 +388,7 @@ class WorkerPool:
 
     async def settle(self, until: float) -> None:
         """Wait (up to :data:`SETTLE_TIMEOUT_S`) until every record completed by ``until`` is merged."""
-        await self.wait_for(lambda: self.merger.merged_until >= until, SETTLE_TIMEOUT_S, "settle")
+        await self.wait_for(lambda: self.merger.merged_until >= until, SETTLE_TIMEOUT_S)
 
 
 def _reader(conn: Any, worker: int, loop: asyncio.AbstractEventLoop, pool: WorkerPool) -> None:
@@ -457,7 +457,7 @@ async def run_in_processes(
             )
             reader.start()
             readers.append(reader)
-        if not await pool.wait_for(lambda: bool(pool.threads), START_TIMEOUT_S, "start"):
+        if not await pool.wait_for(lambda: bool(pool.threads), START_TIMEOUT_S):
             raise LoadProcessError(f"the load processes did not start within {START_TIMEOUT_S:g} s")
         start = time.perf_counter() + 0.05
         for conn in conns:
@@ -470,9 +470,7 @@ async def run_in_processes(
             with contextlib.suppress(OSError):
                 conn.send(("stop",))
         with contextlib.suppress(LoadProcessError):
-            await pool.wait_for(
-                lambda: len(pool.finished) == processes, generator.request_timeout + 2, "stop"
-            )
+            await pool.wait_for(lambda: len(pool.finished) == processes, generator.request_timeout + 2)
         for process in workers:
             await asyncio.to_thread(process.join, 2.0)
             if process.is_alive():
