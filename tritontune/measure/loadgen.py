@@ -16,7 +16,9 @@ same whatever the protocol.
   the rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
   visible as such.
 
-Every run is bounded in time and in requests.
+Every run is bounded in time and in requests. Where one process cannot send fast enough, the load
+can come from several worker processes (``processes``; :mod:`tritontune.measure.load_processes`),
+their records merged exactly into the same logs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -37,6 +39,7 @@ from tritonclient.utils import InferenceServerException
 
 from tritontune.enums import TextEnum
 from tritontune.measure.arrivals import Arrival, ArrivalTrace, arrival_gaps
+from tritontune.measure.client_cost import LoadThread
 from tritontune.server.client import (
     GRPC_OPTIONS,
     ModelStatsSnapshot,
@@ -178,6 +181,26 @@ class Stream:
     requests: list[Any]
     load: LoadSpec
     log: RequestLog = field(default_factory=RequestLog)
+    first_worker: int = 0
+    """Closed loop: the index of this stream's first worker (a load process's share of a bigger
+    concurrency starts where the previous share ended, so the payloads still go round robin)."""
+    deal: Deal | None = None
+    """Open loop: send only this process's share of one common arrival schedule (None: all)."""
+
+
+@dataclass(frozen=True)
+class Deal:
+    """One load process's share of an open-loop stream split over ``stride`` processes: every
+    process draws the same gaps (the same ``seed``) from the same ``start`` time and sends the
+    arrivals ``offset``, ``offset + stride``, ... So the union is exactly the one-process schedule,
+    whatever the arrivals' shape (a Poisson stream could be split into thinner Poisson streams,
+    a gamma or a trace could not)."""
+
+    offset: int
+    stride: int
+    start: float
+    """``time.perf_counter()`` of the schedule's origin (CLOCK_MONOTONIC: the same in every process)."""
+    seed: float
 
 
 @dataclass(frozen=True)
@@ -189,6 +212,19 @@ class HttpInferRequest:
     """``tritonclient.http.InferInput`` objects holding their raw bytes."""
     priority: int = 0
     timeout_us: int | None = None
+
+
+def arrival_times(
+    start: float, gaps: Iterator[float], offset: int = 0, stride: int = 1
+) -> Iterator[float]:
+    """The times of arrivals ``offset``, ``offset + stride``, ... of a stream of ``gaps`` from
+    ``start``: all of them by default, one process's share of a dealt schedule otherwise. Every
+    share adds up the same gaps in the same order, so its times are the one-process times exactly."""
+    due = start
+    for position, gap in enumerate(gaps):
+        due += gap
+        if position % stride == offset:
+            yield due
 
 
 class LoadTransport(ABC):
@@ -323,9 +359,13 @@ class LoadGenerator:
         request_timeout: float = 30.0,
         max_in_flight: int = 2048,
         seed: int | None = None,
+        processes: int = 1,
     ) -> None:
         """``requests`` are prepared for ``endpoint``'s protocol (:func:`inputs.build_requests`);
-        a plain ``host:port`` is a gRPC endpoint."""
+        a plain ``host:port`` is a gRPC endpoint. With ``processes`` of 2 or more the load is
+        split over that many worker processes (:mod:`tritontune.measure.load_processes`)."""
+        if processes < 1:
+            raise ValueError("processes must be at least 1")
         if not requests:
             raise ValueError("at least one request payload is needed")
         self.endpoint = Endpoint.grpc(endpoint) if isinstance(endpoint, str) else endpoint
@@ -333,6 +373,9 @@ class LoadGenerator:
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
         self._rng = random.Random(seed)
+        self.processes = processes
+        self._pool: Any = None
+        """The worker processes while a multi-process run is on (a ``load_processes.WorkerPool``)."""
         self.loop_lag: list[float] = []
         """Closed loop: how late a 1 ms timer of the event loop fired, sampled every
         :data:`LOOP_LAG_EVERY_S` (a reply waits as long before its worker sends the next one)."""
@@ -367,6 +410,11 @@ class LoadGenerator:
         """Drive every stream at once, each with its own requests, load and log, over one
         connection, while ``controller(streams, transport)`` runs; each stream also stops after
         ``max_requests`` sends."""
+        if self.processes > 1:
+            from tritontune.measure.load_processes import run_in_processes
+
+            await run_in_processes(self, streams, controller, max_requests=max_requests)
+            return
         closed = sum(max(1, int(s.load.value)) for s in streams if s.load.mode == LoadMode.CONCURRENCY)
         opened = sum(1 for s in streams if s.load.mode == LoadMode.RATE)
         transport = open_transport(
@@ -383,7 +431,9 @@ class LoadGenerator:
                 if stream.load.mode == LoadMode.CONCURRENCY:
                     drivers += [
                         asyncio.create_task(
-                            self._closed_worker(transport, stream, stop, i, max_requests)
+                            self._closed_worker(
+                                transport, stream, stop, stream.first_worker + i, max_requests
+                            )
                         )
                         for i in range(max(1, int(stream.load.value)))
                     ]
@@ -401,6 +451,20 @@ class LoadGenerator:
                 await asyncio.gather(*drivers, return_exceptions=True)
         finally:
             await transport.close()
+
+    async def settle(self, until: float) -> None:
+        """Wait until every request completed by ``until`` (a ``time.perf_counter()``) is in the
+        logs, so a window edge taken at ``until`` is an index into them. In one process it
+        already is; with worker processes the parent merges what they report (bounded wait)."""
+        if self._pool is not None:
+            await self._pool.settle(until)
+
+    def load_threads(self) -> list[LoadThread]:
+        """The event-loop threads generating the load (for :class:`client_cost.ClientProbe`): this
+        one, or each worker process's."""
+        if self._pool is not None:
+            return list(self._pool.threads)
+        return [LoadThread.current()]
 
     async def _watch_loop_lag(self, stop: asyncio.Event) -> None:
         lag = self.loop_lag
@@ -437,7 +501,8 @@ class LoadGenerator:
         ticker_stop = threading.Event()
         sent = 0
         load, log, requests = stream.load, stream.log, stream.requests
-        rng = random.Random(self._rng.random())
+        deal = stream.deal
+        rng = random.Random(self._rng.random() if deal is None else deal.seed)
 
         async def one(index: int, due: float) -> None:
             log.send_lag.append(time.perf_counter() - due)
@@ -461,10 +526,12 @@ class LoadGenerator:
             sent += 1
 
         def tick() -> None:
-            due = time.perf_counter()
+            start = time.perf_counter() if deal is None else deal.start
             gaps = arrival_gaps(load.arrival, load.value, rng, load.cv, load.trace)
-            while not ticker_stop.is_set():
-                due += next(gaps)
+            share = (0, 1) if deal is None else (deal.offset, deal.stride)
+            for due in arrival_times(start, gaps, *share):
+                if ticker_stop.is_set():
+                    return
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)

@@ -12,6 +12,7 @@ executed batch size) covers exactly the same span as the client's numbers.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import gc
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow, LoadThread
+from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow
 from tritontune.measure.gpu_metrics import (
     GpuFigures,
     GpuReading,
@@ -206,17 +207,29 @@ def measure_load(
     settings: MeasureSettings | None = None,
     seed: int | None = None,
     metrics_url: str | None = None,
+    processes: int = 1,
+    max_processes: int | None = None,
 ) -> Measurement:
     """Measure ``model`` at one load level (blocking; runs its own event loop).
 
     ``requests`` are prepared for ``endpoint``'s protocol; a plain ``host:port`` is gRPC. With
     ``metrics_url`` (a server with GPUs), Triton's GPU gauges are scraped at every window edge and
-    summarized over the reported windows."""
+    summarized over the reported windows. The load comes from ``processes`` processes
+    (:mod:`load_processes`); with ``max_processes`` (``--load-processes auto``, see
+    :func:`load_processes.auto_processes_limit`), a level found client-bound is measured again
+    with twice as many, up to ``max_processes``, and the last measurement is kept (its
+    ``client.processes`` says how many measured it)."""
     settings = settings or MeasureSettings()
-    with no_gc_pauses():
-        return asyncio.run(
-            _measure(endpoint, model, requests, load, batch_size, settings, seed, metrics_url)
-        )
+    while True:
+        with no_gc_pauses():
+            result = asyncio.run(
+                _measure(
+                    endpoint, model, requests, load, batch_size, settings, seed, metrics_url, processes
+                )
+            )
+        if max_processes is None or not result.client_bound or processes >= max_processes:
+            return result
+        processes = min(2 * processes, max_processes)
 
 
 @contextlib.contextmanager
@@ -250,6 +263,7 @@ async def _measure(
     settings: MeasureSettings,
     seed: int | None,
     metrics_url: str | None = None,
+    processes: int = 1,
 ) -> Measurement:
     generator = LoadGenerator(
         endpoint,
@@ -257,6 +271,7 @@ async def _measure(
         request_timeout=settings.request_timeout_s,
         max_in_flight=settings.max_in_flight,
         seed=seed,
+        processes=processes,
     )
     edges: list[_Edge] = []
     windows: list[WindowSummary] = []
@@ -286,8 +301,10 @@ async def _measure(
         probe = None
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        client_probe = ClientProbe([LoadThread.current()])
-        edges.append(_Edge(time.perf_counter(), len(log), await snapshot(transport), len(lags(log))))
+        client_probe = ClientProbe(generator.load_threads())
+        at = time.perf_counter()
+        await generator.settle(at)
+        edges.append(_Edge(at, _index(log, at), await snapshot(transport), len(lags(log))))
         await scrape_gpus()
         while True:
             first = edges[-1]
@@ -301,7 +318,9 @@ async def _measure(
                     break
                 if len(log) >= settings.max_requests:
                     break
-            edge = _Edge(time.perf_counter(), len(log), None, len(lags(log)))
+            at = time.perf_counter()
+            await generator.settle(at)
+            edge = _Edge(at, _index(log, at), None, len(lags(log)))
             edge.stats = await snapshot(transport)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
@@ -332,12 +351,20 @@ async def _measure(
         interference = Interference.of(loads, loads[-chosen:])
         result = dataclasses.replace(result, interference=interference)
     if client:
-        result = dataclasses.replace(result, client=ClientCost.of(client[-chosen:]))
+        cost = ClientCost.of(client[-chosen:], processes=generator.processes)
+        result = dataclasses.replace(result, client=cost)
     if metrics_url is not None:
         # The scrapes from the reported windows' first edge on (each follows its edge closely).
         chosen_scrapes = [readings for at, readings in gpu_scrapes if at >= first.at]
         result = dataclasses.replace(result, gpu=summarize(chosen_scrapes) or None)
     return result
+
+
+def _index(log: RequestLog, at: float) -> int:
+    """Where a window edge at ``at`` falls in the log (in completion order): after every request
+    completed by then. (In one process that is the log's length; merged from load processes, the
+    log may already hold a few completed just after.)"""
+    return bisect.bisect_right(log.done_at, at)
 
 
 def _span(log: RequestLog, first: _Edge, last: _Edge) -> tuple[list[float], list[str | None]]:

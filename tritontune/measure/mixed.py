@@ -15,6 +15,7 @@ sampled per window as for one class.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 import time
 from collections import Counter
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow, LoadThread
+from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
@@ -236,16 +237,19 @@ def measure_traffic(
     *,
     settings: MeasureSettings | None = None,
     seed: int | None = None,
+    processes: int = 1,
 ) -> TrafficMeasurement:
     """Measure every class of ``traffic`` at ``total_rate`` req/s in all (blocking).
 
-    ``requests`` holds each class's prepared requests (for ``endpoint``'s protocol)."""
+    ``requests`` holds each class's prepared requests (for ``endpoint``'s protocol). The load
+    comes from ``processes`` processes (:mod:`load_processes`: each class's arrivals dealt
+    over them)."""
     settings = settings or MeasureSettings()
     missing = [c.name for c in traffic.classes if c.name not in requests]
     if missing:
         raise ValueError(f"no requests prepared for the class {missing[0]!r}")
     with no_gc_pauses():
-        return asyncio.run(_measure(endpoint, traffic, requests, total_rate, settings, seed))
+        return asyncio.run(_measure(endpoint, traffic, requests, total_rate, settings, seed, processes))
 
 
 @dataclass
@@ -264,6 +268,7 @@ async def _measure(
     total_rate: float,
     settings: MeasureSettings,
     seed: int | None,
+    processes: int = 1,
 ) -> TrafficMeasurement:
     rates = traffic.rates(total_rate)
     streams = [Stream(c.name, requests[c.name].requests, c.load(rates[c.name])) for c in traffic.classes]
@@ -275,6 +280,7 @@ async def _measure(
         request_timeout=settings.request_timeout_s,
         max_in_flight=settings.max_in_flight,
         seed=seed,
+        processes=processes,
     )
     edges: list[_Edge] = []
     loads: list[WindowLoad] = []
@@ -284,7 +290,8 @@ async def _measure(
 
     async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
         at = time.perf_counter()
-        counts = {s.name: len(s.log) for s in streams}
+        await generator.settle(at)
+        counts = {s.name: bisect.bisect_right(s.log.done_at, at) for s in streams}
         lags = {s.name: len(s.log.send_lag) for s in streams}
         stats = {model: await transport.statistics(model) for model in models}
         return _Edge(at, counts, stats, lags)
@@ -300,7 +307,7 @@ async def _measure(
         probe = None
         if settings.detect_interference:
             probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        client_probe = ClientProbe([LoadThread.current()])
+        client_probe = ClientProbe(generator.load_threads())
         edges.append(await edge(streams, transport))
         deadline = started + settings.time_cap()
         while True:
@@ -332,7 +339,7 @@ async def _measure(
         duration_s=time.perf_counter() - started,
         server=server,
         interference=Interference.of(loads, loads) if loads else None,
-        client=ClientCost.of(client) if client else None,
+        client=ClientCost.of(client, processes=processes) if client else None,
     )
 
 

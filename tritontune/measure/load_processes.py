@@ -1,0 +1,486 @@
+"""Load from several worker processes (``--load-processes``), merged exactly in the parent.
+
+One Python process sends at most so many requests a second (its event loop is one thread); past
+that a level measures the client. So the load can be split over P worker processes, each with its
+own event loop and connection, while the parent only merges what they report and runs the
+controller (windows, stability, Triton's statistics over its own connection).
+
+* **Splitting.** Closed loop: a concurrency N is split as evenly as possible (worker i runs
+  ``N // P + (i < N % P)``). Open loop: one arrival schedule per stream, *dealt* round robin:
+  every worker draws the same gaps (same seed) from the parent's start time (``perf_counter`` is
+  CLOCK_MONOTONIC, shared by processes) and sends arrivals k, k+P, ... So any shape (Poisson,
+  gamma, a trace) is kept exactly. ``max_requests`` and ``max_in_flight`` are divided by P.
+* **Payloads built once.** The parent serializes the prepared requests (protobuf bytes for gRPC,
+  a pickle for HTTP) and each worker parses them: no tensor is rebuilt from numpy per process.
+* **Merging exactly.** Workers send their raw records every :data:`FLUSH_EVERY_S` with a
+  *watermark* (their clock when sent: nothing they send later completed before it). The parent
+  appends to each stream's :class:`RequestLog` only the records completed by the lowest watermark,
+  merged by completion time, so the logs stay in completion order and windows stay index slices;
+  a controller calls :meth:`LoadGenerator.settle` before taking an edge. Lag samples (send lags,
+  loop lags) are keyed by the watermark of the batch that carried them: a window may get a lag
+  sample up to one flush interval late, the latencies themselves are exact.
+* **Lifetime.** Workers are daemonic spawned processes (never forked from a process with gRPC
+  threads), stopped and joined (then terminated, killed) on every exit path, and they stop by
+  themselves when the parent goes away (pipe closed or parent pid changed). A worker's error comes
+  back as a :class:`LoadProcessError` with its message, never as a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import math
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tritontune.measure.client_cost import LoadThread
+from tritontune.measure.loadgen import (
+    Deal,
+    LoadGenerator,
+    LoadMode,
+    LoadSpec,
+    LoadTransport,
+    RequestLog,
+    Stream,
+    open_transport,
+)
+from tritontune.server.endpoint import Endpoint
+
+#: How often a worker sends its new records to the parent.
+FLUSH_EVERY_S = 0.025
+#: How long :meth:`WorkerPool.settle` waits for the workers' watermarks to pass an edge.
+SETTLE_TIMEOUT_S = 1.0
+#: How long the workers may take to start (spawn a Python, import gRPC, parse the payloads).
+START_TIMEOUT_S = 60.0
+
+
+class LoadProcessError(RuntimeError):
+    """A load worker process failed (could not start, connect, or died)."""
+
+
+def auto_processes_limit(server_is_local: bool) -> int:
+    """The most load processes ``--load-processes auto`` may use: every core for a remote server,
+    and every core but one for a server on this machine (Triton needs CPU too: its frontend
+    threads serve every request, so taking all cores would slow the server being measured)."""
+    cores = os.cpu_count() or 1
+    return max(1, cores - 1) if server_is_local else cores
+
+
+def split_concurrency(concurrency: int, processes: int) -> list[int]:
+    """Worker i's share of a closed loop of ``concurrency``: as even as can be."""
+    return [concurrency // processes + (i < concurrency % processes) for i in range(processes)]
+
+
+def serialize_requests(requests: Sequence[Any]) -> tuple[str, list[bytes]]:
+    """The prepared requests as bytes, once, for every worker: protobuf messages (gRPC) as their
+    wire form, anything else (HTTP's encoded inputs) pickled."""
+    if requests and all(hasattr(r, "SerializeToString") for r in requests):
+        return "protobuf", [r.SerializeToString() for r in requests]
+    return "pickle", [pickle.dumps(list(requests), protocol=pickle.HIGHEST_PROTOCOL)]
+
+
+def parse_requests(kind: str, payloads: list[bytes]) -> list[Any]:
+    """The requests back from :func:`serialize_requests` (in a worker)."""
+    if kind == "protobuf":
+        from tritonclient.grpc import service_pb2
+
+        return [service_pb2.ModelInferRequest.FromString(data) for data in payloads]
+    requests: list[Any] = pickle.loads(payloads[0])
+    return requests
+
+
+@dataclass(frozen=True)
+class StreamShare:
+    """One worker's share of one stream (what crosses into the worker process)."""
+
+    name: str
+    position: int
+    """The stream's index in the parent's list (the records' destination)."""
+    kind: str
+    payloads: list[bytes]
+    load: LoadSpec
+    first_worker: int = 0
+    deal: Deal | None = None
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """Everything one worker process needs."""
+
+    index: int
+    endpoint: Endpoint
+    shares: tuple[StreamShare, ...]
+    request_timeout: float
+    max_in_flight: int
+    max_requests: int
+
+
+def plan_workers(
+    streams: Sequence[Stream],
+    processes: int,
+    endpoint: Endpoint,
+    *,
+    seeds: Sequence[float],
+    start: float,
+    request_timeout: float,
+    max_in_flight: int,
+    max_requests: int,
+) -> list[WorkerPlan]:
+    """Split every stream over ``processes`` workers (see the module's docstring); each stream's
+    payloads are serialized once and shared by every worker's plan."""
+    serialized = [serialize_requests(stream.requests) for stream in streams]
+    shares: list[list[StreamShare]] = [[] for _ in range(processes)]
+    for position, (stream, (kind, payloads), seed) in enumerate(
+        zip(streams, serialized, seeds, strict=True)
+    ):
+        if stream.load.mode == LoadMode.CONCURRENCY:
+            first = 0
+            for worker, count in enumerate(split_concurrency(max(1, int(stream.load.value)), processes)):
+                if count:
+                    load = replace(stream.load, value=float(count))
+                    shares[worker].append(
+                        StreamShare(stream.name, position, kind, payloads, load, first_worker=first)
+                    )
+                first += count
+        else:
+            for worker in range(processes):
+                deal = Deal(worker, processes, start, seed)
+                shares[worker].append(
+                    StreamShare(stream.name, position, kind, payloads, stream.load, deal=deal)
+                )
+    return [
+        WorkerPlan(
+            index=worker,
+            endpoint=endpoint,
+            shares=tuple(shares[worker]),
+            request_timeout=request_timeout,
+            max_in_flight=max(1, max_in_flight // processes),
+            max_requests=max(1, max_requests // processes),
+        )
+        for worker in range(processes)
+    ]
+
+
+# -- the worker process ---------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """New records from one worker since its last batch, all completed before ``watermark``."""
+
+    worker: int
+    watermark: float
+    records: dict[int, tuple[list[float], list[float], list[str | None]]]
+    """By stream position: done_at, latency, error, in completion order."""
+    send_lag: dict[int, list[float]] = field(default_factory=dict)
+    scheduled: dict[int, list[float]] = field(default_factory=dict)
+    error_examples: dict[int, dict[str, str]] = field(default_factory=dict)
+    loop_lag: list[float] = field(default_factory=list)
+    final: bool = False
+
+
+def worker_main(plan: WorkerPlan, conn: Any) -> None:
+    """A worker process's entry point: report ready (pid, loop thread), wait for the start,
+    drive its shares until told to stop (or the parent is gone), report records all along."""
+    try:
+        asyncio.run(_worker(plan, conn))
+    except BaseException:  # noqa: BLE001 - reported to the parent, whatever it was
+        with contextlib.suppress(OSError):
+            conn.send(("error", plan.index, traceback.format_exc(limit=8)))
+    finally:
+        conn.close()
+
+
+async def _worker(plan: WorkerPlan, conn: Any) -> None:
+    parent = os.getppid()
+    requests_of = {}
+    streams: list[tuple[int, Stream]] = []
+    for share in plan.shares:
+        if id(share.payloads) not in requests_of:
+            requests_of[id(share.payloads)] = parse_requests(share.kind, share.payloads)
+        requests = requests_of[id(share.payloads)]
+        stream = Stream(
+            share.name, requests, share.load, first_worker=share.first_worker, deal=share.deal
+        )
+        streams.append((share.position, stream))
+    if not streams:
+        conn.send(("ready", plan.index, LoadThread.current()))
+        conn.recv()
+        conn.send(("batch", Batch(plan.index, math.inf, {}, final=True)))
+        return
+    generator = LoadGenerator(
+        plan.endpoint,
+        streams[0][1].requests,
+        request_timeout=plan.request_timeout,
+        max_in_flight=plan.max_in_flight,
+    )
+    conn.send(("ready", plan.index, LoadThread.current()))
+    message = await asyncio.to_thread(conn.recv)  # ("go", start) or ("stop",)
+    if message[0] != "go":
+        conn.send(("batch", Batch(plan.index, math.inf, {}, final=True)))
+        return
+    for _, stream in streams:
+        if stream.deal is not None:
+            stream.deal = replace(stream.deal, start=message[1])
+    delay = message[1] - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    sent = {position: [0, 0, 0] for position, _ in streams}  # records, send lags, scheduled
+    lag_sent = 0
+
+    def batch(final: bool) -> Batch:
+        nonlocal lag_sent
+        out = Batch(plan.index, math.inf if final else time.perf_counter(), {}, final=final)
+        for position, stream in streams:
+            log, marks = stream.log, sent[position]
+            n, lags, scheduled = len(log), len(log.send_lag), len(log.scheduled)
+            out.records[position] = (
+                log.done_at[marks[0] : n],
+                log.latency[marks[0] : n],
+                log.error[marks[0] : n],
+            )
+            out.send_lag[position] = log.send_lag[marks[1] : lags]
+            out.scheduled[position] = log.scheduled[marks[2] : scheduled]
+            out.error_examples[position] = dict(log.error_examples)
+            marks[:] = [n, lags, scheduled]
+        lags_now = len(generator.loop_lag)
+        out.loop_lag = generator.loop_lag[lag_sent:lags_now]
+        lag_sent = lags_now
+        return out
+
+    async def control(_streams: list[Stream], _transport: LoadTransport) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY_S)
+            conn.send(("batch", batch(False)))
+            try:
+                stop = conn.poll()
+            except (EOFError, OSError):
+                return
+            if stop or os.getppid() != parent:
+                return  # told to stop, or the parent is gone (its pipe end closed)
+
+    await generator.run_streams([s for _, s in streams], control, max_requests=plan.max_requests)
+    conn.send(("batch", batch(True)))
+
+
+# -- the parent -----------------------------------------------------------------------------------
+
+
+class Merger:
+    """Merges the workers' batches into the streams' logs in completion order (see the module's
+    docstring): a record is appended once every worker's watermark has passed its completion."""
+
+    def __init__(self, logs: Sequence[RequestLog], workers: int, loop_lag: list[float]) -> None:
+        self.logs = list(logs)
+        self.loop_lag = loop_lag
+        self.watermarks = [-math.inf] * workers
+        self._records: list[list[list[tuple[float, float, str | None]]]] = [
+            [[] for _ in range(workers)] for _ in self.logs
+        ]
+        self._lags: list[list[list[tuple[float, float]]]] = [
+            [[] for _ in range(workers)] for _ in self.logs
+        ]
+        self._loop_lags: list[list[tuple[float, float]]] = [[] for _ in range(workers)]
+
+    @property
+    def merged_until(self) -> float:
+        return min(self.watermarks)
+
+    def add(self, batch: Batch) -> None:
+        w = batch.worker
+        for position, (done, latency, error) in batch.records.items():
+            self._records[position][w].extend(zip(done, latency, error, strict=True))
+        for position, lags in batch.send_lag.items():
+            self._lags[position][w].extend((batch.watermark, lag) for lag in lags)
+        for position, scheduled in batch.scheduled.items():
+            self.logs[position].scheduled.extend(scheduled)  # not ordered: counted per span
+        for position, examples in batch.error_examples.items():
+            for kind, message in examples.items():
+                self.logs[position].error_examples.setdefault(kind, message)
+        self._loop_lags[w].extend((batch.watermark, lag) for lag in batch.loop_lag)
+        self.watermarks[w] = max(self.watermarks[w], batch.watermark)
+        self._merge()
+
+    def _merge(self) -> None:
+        until = self.merged_until
+        for log, pending in zip(self.logs, self._records, strict=True):
+            for done_at, latency, error in heapq.merge(*_take(pending, until), key=_first):
+                log.record(done_at, latency, error)
+        for log, pending_lags in zip(self.logs, self._lags, strict=True):
+            log.send_lag.extend(lag for _, lag in heapq.merge(*_take(pending_lags, until), key=_first))
+        self.loop_lag.extend(lag for _, lag in heapq.merge(*_take(self._loop_lags, until), key=_first))
+        if until == math.inf:
+            for log in self.logs:
+                log.scheduled.sort()
+
+
+def _first(item: tuple) -> float:
+    """The merge key: completion time (records), or the carrying batch's watermark (lags). Only
+    the key is compared: equal times from two workers never compare the rest."""
+    return float(item[0])
+
+
+def _take(pending: list[list[Any]], until: float) -> list[list[Any]]:
+    """From each worker's pending items (in key order), those keyed at or before ``until``."""
+    taken = []
+    for i, items in enumerate(pending):
+        cut = 0
+        while cut < len(items) and items[cut][0] <= until:
+            cut += 1
+        if cut:
+            taken.append(items[:cut])
+            pending[i] = items[cut:]
+    return taken
+
+
+class WorkerPool:
+    """The parent's side of the workers: their threads for the client probe, the merge, and
+    :meth:`settle` for the controllers."""
+
+    def __init__(self, merger: Merger, workers: int) -> None:
+        self.merger = merger
+        self.threads: list[LoadThread] = []
+        self._ready: dict[int, LoadThread] = {}
+        self._workers = workers
+        self._changed = asyncio.Event()
+        self.error: str | None = None
+        self.finished: set[int] = set()
+
+    def on_message(self, message: tuple) -> None:
+        """Called in the event loop for every message from a worker."""
+        kind = message[0]
+        if kind == "ready":
+            self._ready[message[1]] = message[2]
+            if len(self._ready) == self._workers:
+                self.threads = [self._ready[i] for i in range(self._workers)]
+        elif kind == "batch":
+            self.merger.add(message[1])
+            if message[1].final:
+                self.finished.add(message[1].worker)
+        elif kind == "error" and self.error is None:
+            self.error = f"load process {message[1]} failed:\n{message[2]}"
+        elif kind == "eof" and message[1] not in self.finished and self.error is None:
+            self.error = f"load process {message[1]} exited without finishing"
+        self._changed.set()
+
+    async def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``done()`` (or a worker failed: raise); False on timeout."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            if self.error is not None:
+                raise LoadProcessError(self.error)
+            if done():
+                return True
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+
+    async def settle(self, until: float) -> None:
+        """Wait (up to :data:`SETTLE_TIMEOUT_S`) until every record completed by ``until`` is merged."""
+        await self.wait_for(lambda: self.merger.merged_until >= until, SETTLE_TIMEOUT_S)
+
+
+def _reader(conn: Any, worker: int, loop: asyncio.AbstractEventLoop, pool: WorkerPool) -> None:
+    """A thread per worker: its messages into the event loop, then an end-of-file."""
+    try:
+        while True:
+            message = conn.recv()
+            loop.call_soon_threadsafe(pool.on_message, message)
+    except (EOFError, OSError):
+        pass
+    except RuntimeError:  # the event loop closed
+        return
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(pool.on_message, ("eof", worker))
+
+
+async def run_in_processes(
+    generator: LoadGenerator,
+    streams: list[Stream],
+    controller: Callable[[list[Stream], LoadTransport], Awaitable],
+    *,
+    max_requests: int,
+) -> None:
+    """:meth:`LoadGenerator.run_streams` over ``generator.processes`` worker processes."""
+    processes = generator.processes
+    seeds = [generator._rng.random() for _ in streams]
+    context = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    merger = Merger([s.log for s in streams], processes, generator.loop_lag)
+    pool = WorkerPool(merger, processes)
+    workers: list[Any] = []
+    conns: list[Any] = []
+    readers: list[threading.Thread] = []
+    transport = open_transport(
+        generator.endpoint, request_timeout=generator.request_timeout, connections=2
+    )
+    try:
+        # The start time is known once they are ready: plans carry a placeholder, "go" the time.
+        plans = plan_workers(
+            streams,
+            processes,
+            generator.endpoint,
+            seeds=seeds,
+            start=0.0,
+            request_timeout=generator.request_timeout,
+            max_in_flight=generator.max_in_flight,
+            max_requests=max_requests,
+        )
+        for plan in plans:
+            parent_end, child_end = context.Pipe()
+            process = context.Process(
+                target=worker_main,
+                args=(plan, child_end),
+                name=f"tritontune-load-{plan.index}",
+                daemon=True,
+            )
+            process.start()
+            child_end.close()
+            workers.append(process)
+            conns.append(parent_end)
+            reader = threading.Thread(
+                target=_reader,
+                args=(parent_end, plan.index, loop, pool),
+                daemon=True,
+                name="tritontune-merge",
+            )
+            reader.start()
+            readers.append(reader)
+        if not await pool.wait_for(lambda: bool(pool.threads), START_TIMEOUT_S):
+            raise LoadProcessError(f"the load processes did not start within {START_TIMEOUT_S:g} s")
+        start = time.perf_counter() + 0.05
+        for conn in conns:
+            conn.send(("go", start))
+        generator._pool = pool
+        await controller(streams, transport)
+    finally:
+        generator._pool = None
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.send(("stop",))
+        with contextlib.suppress(LoadProcessError):
+            await pool.wait_for(lambda: len(pool.finished) == processes, generator.request_timeout + 2)
+        for process in workers:
+            await asyncio.to_thread(process.join, 2.0)
+            if process.is_alive():
+                process.terminate()
+                await asyncio.to_thread(process.join, 1.0)
+            if process.is_alive():
+                process.kill()
+                await asyncio.to_thread(process.join, 1.0)
+        for conn in conns:
+            conn.close()
+        await transport.close()
+    if pool.error is not None:
+        raise LoadProcessError(pool.error)
