@@ -134,6 +134,21 @@ def test_profile_with_perf_analyzer_as_the_load_engine(example_repository: Path,
 
 
 @pytest.mark.integration
+def test_profile_with_two_load_processes(example_repository: Path, tmp_path: Path):
+    out = tmp_path / "result.json"
+    result = run_cli(
+        "profile", "-r", str(example_repository), "-m", "mlp", "--max-queue-delay", "2ms",
+        "--request-rate", "400", "--warmup", "0.3s", "--window", "0.4s", "--json", str(out),
+        "--load-processes", "2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "load: asyncio, 2 load processes" in result.output
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["client"]["processes"] == 2 and level["errors"] == {}
+    assert level["request_rate_per_s"] == pytest.approx(400, rel=0.25)
+
+
+@pytest.mark.integration
 def test_profile_a_workload_measures_each_class(example_repository: Path, tmp_path: Path):
     out = tmp_path / "workload.json"
     example = Path(__file__).parent.parent / "examples" / "workloads" / "interactive-batch.yaml"

@@ -147,8 +147,9 @@ def test_a_starved_load_generator_is_flagged_client_bound(session: TuningSession
     ]
     try:
         os.sched_setaffinity(0, {cpu})  # this thread (the event loop) and the threads it starts
-        # ~0.5 of a core's worth of sends, a quarter of a core to send them with
-        starved = session.measure(LoadSpec.rate(2000))
+        # a closed loop of 64 wants most of a core; it gets a quarter of one. (An open loop at a
+        # rate the loop can still keep up with is not starved: CFS favours the waking loop.)
+        starved = session.measure(LoadSpec.concurrency(64))
     finally:
         os.sched_setaffinity(0, saved)
         for hog in hogs:

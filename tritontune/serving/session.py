@@ -21,6 +21,7 @@ from tritontune.config.model_config import ModelConfig, copy_config
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel, load_model_source
 from tritontune.config.variant import FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
+from tritontune.measure.load_processes import auto_processes_limit
 from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadEngine, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
@@ -298,6 +299,8 @@ class TuningSession:
                 seed=self.request_shape.seed,
                 # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
                 metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
+                processes=self.load_settings.processes or 1,
+                max_processes=self._auto_processes(),
             )
         self.server.check_alive()
         if measurement.latency.count == 0 and measurement.error_count:
@@ -305,6 +308,13 @@ class TuningSession:
             example = measurement.error_examples.get(kind) or "no message"
             raise ServerError(f"every request to {self.name!r} failed ({kind} x{count}): {example}")
         return measurement
+
+    def _auto_processes(self) -> int | None:
+        """``--load-processes auto``: the most load processes a level may be measured with
+        (the cores the server leaves when it runs here); None for a fixed count."""
+        if self.load_settings.processes is not None:
+            return None
+        return auto_processes_limit(server_is_local=self.info.launch != "remote")
 
     def measure_traffic(
         self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
@@ -330,6 +340,7 @@ class TuningSession:
             total_rate,
             settings=settings or self.settings,
             seed=self.request_shape.seed,
+            processes=self.load_settings.processes or 1,
         )
         self.server.check_alive()
         return measurement
