@@ -1,16 +1,27 @@
-"""Benchmark: tritontune's load generator against perf_analyzer, one server, one run.
+"""Benchmark: tritontune's load engines against perf_analyzer, one server, one run (issue 26).
 
-(a) The highest request rate each generator sustains against a trivial model (an identity model
-    with dynamic batching, so the server is as cheap per request as the Python backend allows):
-    closed loop at rising concurrency, best completed requests/s. Target: tritontune >= 0.7x.
-(b) p99 latency at the same concurrency on the example model, measured alternately by both tools.
-    Target: within 15 %.
+Engines: ``asyncio x1`` and ``asyncio x2`` (tritontune's generator in one or two load
+processes), ``pa engine`` (``--load-engine perf_analyzer``: perf_analyzer sends, tritontune's
+windows and rules judge) and ``perf_analyzer`` itself as a user runs it (its own stability rule
+and percentiles: the reference).
+
+(a) The highest request rate each one sustains against a trivial model (an identity model with
+    dynamic batching, so the server is as cheap per request as the Python backend allows): closed
+    loop at rising concurrency, best completed requests/s, and the **client CPU per request**
+    (the CPU of this process and of the children that ended during the level -- perf_analyzer,
+    load workers -- over the requests Triton counted). Targets: tritontune >= 0.7x perf_analyzer's
+    rate; client CPU per request <= 2x perf_analyzer's.
+(b) p50 and p99 on the example model at concurrency 1, 4, 16, in ``--rounds`` interleaved rounds
+    (the engines' order rotates each round): median [min-max]. Target: p99 within 10 % of
+    perf_analyzer's.
+(c) A starved generator: asyncio x1 with its event loop pinned to a core that three CPU burners
+    share, at concurrency 64 on the example model: the level must be flagged client-bound.
 
 Needs perf_analyzer from ``tritonclient[all]==2.51.0`` (in the dev extras), Debian's ``libb64-0d``
-and ``nvidia-cuda-runtime-cu12`` (see ../shared/triton-local.md). Prints a table; ``--json FILE``
+and ``nvidia-cuda-runtime-cu12`` (see ../shared/triton-local.md). Prints tables; ``--json FILE``
 keeps the numbers.
 
-    python bench/loadgen.py [--concurrency 1,4,16] [--rate-concurrency 8,32,128] [--repeats 2]
+    python bench/loadgen.py [--concurrency 1,4,16] [--rate-concurrency 8,32,128] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -19,20 +30,29 @@ import argparse
 import csv
 import json
 import os
-import shutil
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
+
+import tritonclient.grpc as grpcclient
 
 from tritontune.config.model_config import parse_config_text, write_config
 from tritontune.config.repository import WorkingRepository, load_model_source
 from tritontune.config.variant import Variant, apply_variant
 from tritontune.measure.inputs import build_requests, input_specs, synthesize_payloads
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import MeasureSettings, measure_load
-from tritontune.measure.perf_analyzer import perf_analyzer_env
+from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
+from tritontune.measure.perf_analyzer import (
+    find_perf_analyzer,
+    measure_with_perf_analyzer,
+    perf_analyzer_env,
+)
+from tritontune.server.client import snapshot_from_statistics
 from tritontune.server.local import LocalTritonLauncher
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,20 +82,33 @@ EXAMPLE_VARIANT = Variant(max_queue_delay_us=2000, instance_count=1)
 SETTINGS = MeasureSettings(warmup_s=1.0, window_s=2.0, max_windows=10)
 
 
-def perf_analyzer(grpc_url: str, model: str, concurrency: int, workdir: Path) -> dict[str, float]:
-    """One perf_analyzer run at ``concurrency``: its requests/s and latency percentiles (s).
+ENGINES = ("asyncio x1", "asyncio x2", "pa engine", "perf_analyzer")
+BURN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
 
-    perf_analyzer gives up when its windows don't settle within 10 %; on 2 shared cores that
-    happens at high concurrency, so it is run once more at 25 % and the result flagged ``loose``.
-    """
-    binary = shutil.which("perf_analyzer", path=str(Path(sys.executable).parent))
-    if binary is None:
-        sys.exit("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0'")
+
+def cpu_seconds() -> float:
+    """CPU of this process so far, plus that of its children that have ended (perf_analyzer
+    runs, load workers; the server is a child too, but it runs until the end)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+
+
+def served(url: str, model: str) -> int:
+    """Requests Triton has answered for ``model`` so far."""
+    with grpcclient.InferenceServerClient(url) as client:
+        return snapshot_from_statistics(client.get_inference_statistics(model)).success_count
+
+
+def perf_analyzer_alone(url: str, model: str, concurrency: int, workdir: Path) -> dict[str, Any]:
+    """perf_analyzer as a user runs it: its own windows, stability rule and percentiles (the
+    reference). It gives up when its windows don't settle within 10 %; on 2 shared cores that
+    happens at high concurrency, so it is run once more at 25 % and the result flagged ``loose``."""
     csv_path = workdir / f"pa_{model}_{concurrency}.csv"
     run = None
     for stability in (10, 25):
         command = [
-            binary, "-m", model, "-u", grpc_url, "-i", "grpc",
+            str(find_perf_analyzer()), "-m", model, "-u", url, "-i", "grpc",
             "--concurrency-range", f"{concurrency}:{concurrency}",
             "--measurement-interval", str(int(SETTINGS.window_s * 1000)),
             "--stability-percentage", str(stability), "--max-trials", str(SETTINGS.max_windows),
@@ -99,101 +132,174 @@ def perf_analyzer(grpc_url: str, model: str, concurrency: int, workdir: Path) ->
         "p50": float(row["p50 latency"]) / 1e6,
         "p99": float(row["p99 latency"]) / 1e6,
         "loose": stability != 10,
+        "client_bound": None,
     }
 
 
-def ours(grpc_url: str, model: str, concurrency: int, metadata: dict) -> dict[str, float]:
+def requests_for(metadata: dict, model: str) -> list[Any]:
     specs = input_specs(metadata, batching=True)
-    requests = build_requests(model, synthesize_payloads(specs, batch_size=1, batching=True), specs)
-    m = measure_load(grpc_url, model, requests, LoadSpec.concurrency(concurrency), settings=SETTINGS)
-    return {"rate": m.request_rate, "p50": m.latency.p50, "p99": m.latency.p99, "stable": m.stable}
+    return build_requests(model, synthesize_payloads(specs, batch_size=1, batching=True), specs)
+
+
+def run_engine(
+    engine: str, url: str, model: str, concurrency: int, requests: list[Any], workdir: Path
+) -> dict[str, Any]:
+    """One level by ``engine``: rate, p50/p99 (s), client CPU us per request Triton answered."""
+    cpu, answered = cpu_seconds(), served(url, model)
+    if engine == "perf_analyzer":
+        out = perf_analyzer_alone(url, model, concurrency, workdir)
+    else:
+        load = LoadSpec.concurrency(concurrency)
+        m: Measurement
+        if engine == "pa engine":
+            m = measure_with_perf_analyzer(
+                url, model, requests, load, settings=SETTINGS, workdir=workdir / "pa-engine"
+            )
+        else:
+            processes = 2 if engine == "asyncio x2" else 1
+            m = measure_load(url, model, requests, load, settings=SETTINGS, processes=processes)
+        out = {
+            "rate": m.request_rate,
+            "p50": m.latency.p50,
+            "p99": m.latency.p99,
+            "stable": m.stable,
+            "client_bound": m.client_bound,
+        }
+    count = served(url, model) - answered
+    out["cpu_us_per_request"] = (cpu_seconds() - cpu) / count * 1e6 if count else None
+    return out
+
+
+def starved(url: str, model: str, requests: list[Any]) -> Measurement:
+    """asyncio x1 at concurrency 64 with its loop pinned to a core three CPU burners share."""
+    cpu, saved = max(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    burners = [
+        subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", BURN.format(seconds=60)])
+        for _ in range(3)
+    ]
+    try:
+        os.sched_setaffinity(0, {cpu})
+        return measure_load(url, model, requests, LoadSpec.concurrency(64), settings=SETTINGS)
+    finally:
+        os.sched_setaffinity(0, saved)
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def interval(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="1,4,16", help="levels for the p99 comparison")
     parser.add_argument("--rate-concurrency", default="8,32,128", help="levels for the max rate")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     p99_levels = [int(v) for v in args.concurrency.split(",")]
     rate_levels = [int(v) for v in args.rate_concurrency.split(",")]
 
     workdir = Path(tempfile.mkdtemp(prefix="tritontune-bench-"))
-    results: dict = {"max_rate": {}, "p99": {}}
-    try:
-        repo = WorkingRepository(workdir / "repo")
-        identity = repo.root / "identity"
-        (identity / "1").mkdir(parents=True)
-        (identity / "1" / "model.py").write_text(IDENTITY_MODEL)
-        write_config(parse_config_text(IDENTITY_CONFIG), identity / "config.pbtxt")
-        with LocalTritonLauncher(repo.root, log_path=workdir / "server.log") as launcher:
-            source = load_model_source(ROOT / "examples" / "model_repository", "mlp")
-            served = repo.add(source, launcher.info.capabilities.backends)
-            client = launcher.client()
-            client.load_model("identity")
-            client.load_model(
-                "mlp", served.served_config(apply_variant(source.base_config, EXAMPLE_VARIANT))
-            )
-            url = launcher.info.grpc_url
-            meta = {m: client.model_metadata(m) for m in ("identity", "mlp")}
+    results: dict[str, Any] = {"max_rate": {}, "p99": {}}
+    repo = WorkingRepository(workdir / "repo")
+    identity = repo.root / "identity"
+    (identity / "1").mkdir(parents=True)
+    (identity / "1" / "model.py").write_text(IDENTITY_MODEL)
+    write_config(parse_config_text(IDENTITY_CONFIG), identity / "config.pbtxt")
+    with LocalTritonLauncher(repo.root, log_path=workdir / "server.log") as launcher:
+        source = load_model_source(ROOT / "examples" / "model_repository", "mlp")
+        served_model = repo.add(source, launcher.info.capabilities.backends)
+        client = launcher.client()
+        client.load_model("identity")
+        client.load_model(
+            "mlp", served_model.served_config(apply_variant(source.base_config, EXAMPLE_VARIANT))
+        )
+        url = launcher.info.grpc_url or ""
+        payloads = {m: requests_for(client.model_metadata(m), m) for m in ("identity", "mlp")}
+        client.close()
+        print(
+            f"tritonserver {launcher.info.version}, {os.cpu_count()} cores, "
+            f"windows of {SETTINGS.window_s}s, {time.strftime('%Y-%m-%d %H:%M')}"
+        )
 
-            print(
-                f"tritonserver {launcher.info.version}, {os.cpu_count()} cores, "
-                f"windows of {SETTINGS.window_s}s"
+        def level(engine: str, model: str, concurrency: int) -> dict[str, Any]:
+            return run_engine(engine, url, model, concurrency, payloads[model], workdir)
+
+        print("\n(a) highest sustained request rate, trivial model (closed loop); client CPU")
+        print(f"{'concurrency':>12} " + " ".join(f"{e:>24}" for e in ENGINES))
+        for c in rate_levels:
+            row = {engine: level(engine, "identity", c) for engine in ENGINES}
+            results["max_rate"][c] = row
+            cells = []
+            for engine in ENGINES:
+                r = row[engine]
+                flag = "*" if r.get("client_bound") else ""
+                cpu = r["cpu_us_per_request"]
+                cells.append(f"{r['rate']:>9,.0f}/s {cpu or 0:>6.0f} us{flag:1}")
+            print(f"{c:>12} " + " ".join(f"{cell:>24}" for cell in cells))
+        best = {e: max(results["max_rate"][c][e]["rate"] for c in rate_levels) for e in ENGINES}
+        pa_rate = best["perf_analyzer"]
+        cpu_of = {
+            e: min(
+                r["cpu_us_per_request"]
+                for r in (results["max_rate"][c][e] for c in rate_levels)
+                if r["cpu_us_per_request"]
             )
-            print("\n(a) highest sustained request rate, trivial model (closed loop)")
-            print(f"{'concurrency':>12} {'tritontune req/s':>17} {'perf_analyzer req/s':>20}")
-            for level in rate_levels:
-                a = ours(url, "identity", level, meta["identity"])
-                b = perf_analyzer(url, "identity", level, workdir)
-                results["max_rate"][level] = {
-                    "tritontune": a["rate"],
-                    "tritontune_stable": a["stable"],
-                    "perf_analyzer": b["rate"],
-                    "perf_analyzer_within_10pct": not b["loose"],
-                }
-                notes = ("" if a["stable"] else " tritontune unstable") + (
-                    " perf_analyzer stable only within 25%" if b["loose"] else ""
+            for e in ENGINES
+        }
+        results["best_rate"], results["cpu_us_per_request"] = best, cpu_of
+        for e in ENGINES[:-1]:
+            ratio, cpu_ratio = best[e] / pa_rate, cpu_of[e] / cpu_of["perf_analyzer"]
+            print(
+                f"{e}: best {best[e]:,.0f} req/s = {ratio:.2f}x perf_analyzer's {pa_rate:,.0f} "
+                f"(target >= 0.7x) {'OK' if ratio >= 0.7 else 'MISSED'}; client CPU "
+                f"{cpu_of[e]:.0f} us/request = {cpu_ratio:.2f}x perf_analyzer's "
+                f"{cpu_of['perf_analyzer']:.0f} (target <= 2x) {'OK' if cpu_ratio <= 2 else 'MISSED'}"
+            )
+        print("(* client-bound: the level's figure is the client's)")
+
+        print(f"\n(b) p50 / p99 ms on the example model {EXAMPLE_VARIANT.to_dict()}, ")
+        print(f"    {args.rounds} interleaved rounds, median [min-max]")
+        worst: dict[str, float] = {}
+        for c in p99_levels:
+            runs: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
+            for n in range(args.rounds):
+                order = ENGINES[n % len(ENGINES) :] + ENGINES[: n % len(ENGINES)]
+                for engine in order:
+                    runs[engine].append(level(engine, "mlp", c))
+            reference = statistics.median(r["p99"] for r in runs["perf_analyzer"])
+            results["p99"][c] = {}
+            for engine in ENGINES:
+                p50 = [r["p50"] * 1e3 for r in runs[engine]]
+                p99 = [r["p99"] * 1e3 for r in runs[engine]]
+                diff = statistics.median(p99) / (reference * 1e3) - 1
+                if engine != "perf_analyzer":
+                    worst[engine] = max(worst.get(engine, 0.0), abs(diff))
+                results["p99"][c][engine] = {"p50_ms": p50, "p99_ms": p99, "p99_vs_pa": diff}
+                print(
+                    f"  c={c:<3} {engine:>14}: p50 {interval(p50)}  p99 {interval(p99)}"
+                    + ("" if engine == "perf_analyzer" else f"  ({diff:+.1%} vs perf_analyzer)")
                 )
-                print(f"{level:>12} {a['rate']:>17,.0f} {b['rate']:>20,.0f}{notes}")
-            best_ours = max(r["tritontune"] for r in results["max_rate"].values())
-            best_pa = max(r["perf_analyzer"] for r in results["max_rate"].values())
-            ratio = best_ours / best_pa
-            results["max_rate_ratio"] = ratio
-            print(f"best: tritontune {best_ours:,.0f} vs perf_analyzer {best_pa:,.0f} req/s "
-                  f"= {ratio:.2f}x (target >= 0.7x) {'OK' if ratio >= 0.7 else 'MISSED'}")  # fmt: skip
+        results["p99_worst_diff"] = worst
+        for engine, diff in worst.items():
+            print(
+                f"{engine}: worst p99 difference {diff:.1%} (target <= 10%) "
+                f"{'OK' if diff <= 0.10 else 'MISSED'}"
+            )
 
-            print(
-                f"\n(b) p99 on the example model {EXAMPLE_VARIANT.to_dict()}, median of {args.repeats}"
-            )
-            print(
-                f"{'concurrency':>12} {'tritontune p99 ms':>18} {'perf_analyzer p99 ms':>21} {'diff':>7}"
-            )
-            worst = 0.0
-            for level in p99_levels:
-                runs_a, runs_b = [], []
-                for _ in range(args.repeats):  # alternate, so drift hits both tools alike
-                    runs_a.append(ours(url, "mlp", level, meta["mlp"])["p99"])
-                    runs_b.append(perf_analyzer(url, "mlp", level, workdir)["p99"])
-                a, b = statistics.median(runs_a), statistics.median(runs_b)
-                diff = (a - b) / b
-                worst = max(worst, abs(diff))
-                results["p99"][level] = {
-                    "tritontune_ms": a * 1e3,
-                    "perf_analyzer_ms": b * 1e3,
-                    "diff": diff,
-                }
-                print(f"{level:>12} {a * 1e3:>18.2f} {b * 1e3:>21.2f} {diff:>+7.1%}")
-            results["p99_worst_diff"] = worst
-            print(
-                f"worst p99 difference {worst:.1%} (target <= 15%) {'OK' if worst <= 0.15 else 'MISSED'}"
-            )
-            client.close()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        print("\n(c) a starved generator: asyncio x1 pinned to a core three burners share, c=64")
+        m = starved(url, "mlp", payloads["mlp"])
+        assert m.client is not None
+        results["starved"] = m.client.to_dict()
+        print(
+            f"  {m.request_rate:,.0f} req/s, p99 {m.latency.p99 * 1e3:.1f} ms; loop demand "
+            f"{m.client.loop_demand:.2f}, lag p99 {(m.client.lag_p99_s or 0) * 1e3:.1f} ms: "
+            f"{'client-bound (flagged) OK' if m.client_bound else 'NOT flagged: MISSED'}"
+        )
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":

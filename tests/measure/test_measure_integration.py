@@ -6,6 +6,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.measure.test_interference import BURN, burner
@@ -14,9 +15,12 @@ from tritontune.config.variant import Variant
 from tritontune.measure.arrivals import Arrival, read_arrival_trace
 from tritontune.measure.gpu_metrics import parse_gpu_metrics
 from tritontune.measure.interference import OTHER_CORES_LIMIT
-from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.loadgen import LoadEngine, LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
+from tritontune.measure.mixed import ClassRequests, measure_traffic
+from tritontune.measure.perf_analyzer import measure_with_perf_analyzer
 from tritontune.measure.stats import spread
+from tritontune.measure.traffic import parse_traffic
 from tritontune.serving.session import TuningSession, open_session
 
 pytestmark = pytest.mark.integration
@@ -157,3 +161,92 @@ def test_a_starved_load_generator_is_flagged_client_bound(session: TuningSession
             hog.wait()
     assert starved.client_bound, starved.client
     assert "client-bound" in (starved.remarks() or "")
+
+
+# -- other load engines: several processes, perf_analyzer (one server for all: this module's) ----
+
+
+def no_load_processes_left() -> bool:
+    """No spawned load worker among this process's children (multiprocessing's resource tracker,
+    which it starts once and which exits with this process, is not one)."""
+    children = psutil.Process().children(recursive=True)
+    return not [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+
+
+def in_processes(session: TuningSession, load: LoadSpec, processes: int) -> Measurement:
+    m = measure_load(
+        session.server.endpoint(), session.name, session._requests, load,
+        settings=FAST, processes=processes,
+    )  # fmt: skip
+    assert m.client is not None
+    print(  # for the record (pytest -s)
+        f"{load.label()} x{processes}: {m.request_rate:.1f} req/s, p99 {m.latency.p99 * 1e3:.2f} ms, "
+        f"client {m.client.cpu_us_per_request} us/request, {m.client.cores:.2f} cores"
+    )
+    return m
+
+
+def test_two_processes_share_a_closed_loop(session: TuningSession):
+    session.load(Variant(max_queue_delay_us=500, instance_count=1))
+    m = in_processes(session, LoadSpec.concurrency(8), 2)
+    assert m.error_count == 0
+    assert m.client is not None and m.client.processes == 2
+    assert m.latency.count > 0 and m.latency.p99 >= m.latency.p50 > 0
+    assert m.server is not None and m.server.requests > 0
+    assert no_load_processes_left()
+
+
+def test_two_processes_hold_an_open_loop_rate(session: TuningSession):
+    session.load(Variant(max_queue_delay_us=500, instance_count=1))
+    m = in_processes(session, LoadSpec.rate(300), 2)
+    assert m.error_count == 0
+    assert m.request_rate == pytest.approx(300, rel=0.25)
+    assert m.client is not None and m.client.processes == 2
+    assert m.send_lag_p99_s is not None and m.send_lag_p99_s < 0.05
+    assert no_load_processes_left()
+
+
+def test_two_processes_carry_a_mixed_workload(session: TuningSession):
+    """Two classes at once, each one's arrivals dealt over the two processes."""
+    session.load(Variant(max_queue_delay_us=500, instance_count=1))
+    traffic = parse_traffic(
+        {"classes": [{"name": "a", "rate": 100}, {"name": "b", "rate": 200}]}, where="test workload"
+    )
+    requests = {name: ClassRequests(session.name, session._requests) for name in ("a", "b")}
+    m = measure_traffic(session.server.endpoint(), traffic, requests, 300.0, settings=FAST, processes=2)
+    assert m.client is not None and m.client.processes == 2
+    for name, rate in (("a", 100), ("b", 200)):
+        figures = m.figures(name)
+        assert figures.errors == {}
+        assert figures.request_rate == pytest.approx(rate, rel=0.3)
+    assert no_load_processes_left()
+
+
+def test_both_engines_measure_the_same_level_alike(session: TuningSession, tmp_path: Path):
+    """perf_analyzer as the load engine, beside ours at the same level."""
+    session.load(Variant(max_queue_delay_us=2000, instance_count=1))
+    endpoint, requests = session.server.endpoint(), session._requests
+    load = LoadSpec.concurrency(4)
+    ours = measure_load(endpoint, session.name, requests, load, settings=FAST)
+    theirs = measure_with_perf_analyzer(
+        endpoint, session.name, requests, load, settings=FAST, workdir=tmp_path
+    )
+    print(
+        f"asyncio {ours.throughput:.0f}/s p99 {ours.latency.p99 * 1e3:.2f} ms; "
+        f"perf_analyzer {theirs.throughput:.0f}/s p99 {theirs.latency.p99 * 1e3:.2f} ms"
+    )
+    assert ours.engine == LoadEngine.ASYNCIO
+    assert theirs.engine == LoadEngine.PERF_ANALYZER
+    assert theirs.to_dict()["engine"] == "perf_analyzer"
+    assert ours.error_count == theirs.error_count == 0
+    assert theirs.latency.count > 0 and theirs.windows
+    assert 0.5 * ours.throughput <= theirs.throughput <= 2 * ours.throughput
+    assert theirs.latency.p99 >= theirs.latency.p50 > 0
+    # Triton's own count for the reported windows agrees with perf_analyzer's (edges are read
+    # as each window's line arrives, a little after the window's end).
+    assert theirs.server is not None and theirs.server.avg_batch_size > 1.5
+    client_requests = theirs.request_rate * sum(w.duration for w in theirs.windows)
+    assert theirs.server.requests == pytest.approx(client_requests, rel=0.2)
+    assert theirs.interference is not None and theirs.interference.windows >= len(theirs.windows)
+    # perf_analyzer sent our payloads: the input data it read is ours, one entry per request.
+    assert (tmp_path / "input_data.json").is_file() and (tmp_path / "export.json").is_file()

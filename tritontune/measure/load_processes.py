@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tritontune.errors import TritonTuneError
 from tritontune.measure.client_cost import LoadThread
 from tritontune.measure.loadgen import (
     Deal,
@@ -62,8 +63,8 @@ SETTLE_TIMEOUT_S = 1.0
 START_TIMEOUT_S = 60.0
 
 
-class LoadProcessError(RuntimeError):
-    """A load worker process failed (could not start, connect, or died)."""
+class LoadProcessError(TritonTuneError):
+    """A load worker process failed (could not start, connect, or died): one line for the user."""
 
 
 def auto_processes_limit(server_is_local: bool) -> int:
