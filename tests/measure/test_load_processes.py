@@ -186,7 +186,7 @@ def test_settle_gives_up_after_its_bound_and_raises_on_a_failed_worker():
         await pool.settle(1.0)  # nobody reports: returns after the bound, not a hang
         assert 0.9 <= asyncio.get_running_loop().time() - started < 2.0
         pool.on_message(("error", 0, "Traceback: cannot connect"))
-        with pytest.raises(RuntimeError, match="load process 0 failed"):
+        with pytest.raises(LoadProcessError, match="load process 0 failed"):
             await pool.settle(2.0)
 
     asyncio.run(scenario())
