@@ -52,6 +52,7 @@ from tritontune.measure.perf_analyzer import (
     measure_with_perf_analyzer,
     perf_analyzer_env,
 )
+from tritontune.measure.request_shape import RequestShape, prepare_requests
 from tritontune.server.client import snapshot_from_statistics
 from tritontune.server.local import LocalTritonLauncher
 
@@ -100,7 +101,9 @@ def served(url: str, model: str) -> int:
         return snapshot_from_statistics(client.get_inference_statistics(model)).success_count
 
 
-def perf_analyzer_alone(url: str, model: str, concurrency: int, workdir: Path) -> dict[str, Any]:
+def perf_analyzer_alone(
+    url: str, model: str, concurrency: int, workdir: Path, input_data: Path | None = None
+) -> dict[str, Any]:
     """perf_analyzer as a user runs it: its own windows, stability rule and percentiles (the
     reference). It gives up when its windows don't settle within 10 %; on 2 shared cores that
     happens at high concurrency, so it is run once more at 25 % and the result flagged ``loose``."""
@@ -113,7 +116,7 @@ def perf_analyzer_alone(url: str, model: str, concurrency: int, workdir: Path) -
             "--measurement-interval", str(int(SETTINGS.window_s * 1000)),
             "--stability-percentage", str(stability), "--max-trials", str(SETTINGS.max_windows),
             "-f", str(csv_path),
-        ]  # fmt: skip
+        ] + (["--input-data", str(input_data)] if input_data else [])  # fmt: skip
         csv_path.unlink(missing_ok=True)
         run = subprocess.run(
             command, capture_output=True, text=True, env=perf_analyzer_env(), timeout=300
@@ -142,12 +145,18 @@ def requests_for(metadata: dict, model: str) -> list[Any]:
 
 
 def run_engine(
-    engine: str, url: str, model: str, concurrency: int, requests: list[Any], workdir: Path
+    engine: str,
+    url: str,
+    model: str,
+    concurrency: int,
+    requests: list[Any],
+    workdir: Path,
+    input_data: Path | None = None,
 ) -> dict[str, Any]:
     """One level by ``engine``: rate, p50/p99 (s), client CPU us per request Triton answered."""
     cpu, answered = cpu_seconds(), served(url, model)
     if engine == "perf_analyzer":
-        out = perf_analyzer_alone(url, model, concurrency, workdir)
+        out = perf_analyzer_alone(url, model, concurrency, workdir, input_data)
     else:
         load = LoadSpec.concurrency(concurrency)
         m: Measurement
@@ -197,9 +206,18 @@ def main() -> None:
     parser.add_argument("--rate-concurrency", default="8,32,128", help="levels for the max rate")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--model-repository", type=Path, default=ROOT / "examples" / "model_repository",
+        help="(b) and (c) on this repository's --model (e.g. examples/minilm/model_repository)",
+    )  # fmt: skip
+    parser.add_argument("--model", default="mlp")
+    parser.add_argument("--input-data", type=Path, help="its requests (perf_analyzer's format)")
+    parser.add_argument("--skip-rate", action="store_true", help="leave out (a)")
+    parser.add_argument("--skip-starved", action="store_true", help="leave out (c)")
     args = parser.parse_args()
     p99_levels = [int(v) for v in args.concurrency.split(",")]
-    rate_levels = [int(v) for v in args.rate_concurrency.split(",")]
+    rate_levels = [] if args.skip_rate else [int(v) for v in args.rate_concurrency.split(",")]
+    model = args.model
 
     workdir = Path(tempfile.mkdtemp(prefix="tritontune-bench-"))
     results: dict[str, Any] = {"max_rate": {}, "p99": {}}
@@ -209,15 +227,22 @@ def main() -> None:
     (identity / "1" / "model.py").write_text(IDENTITY_MODEL)
     write_config(parse_config_text(IDENTITY_CONFIG), identity / "config.pbtxt")
     with LocalTritonLauncher(repo.root, log_path=workdir / "server.log") as launcher:
-        source = load_model_source(ROOT / "examples" / "model_repository", "mlp")
+        source = load_model_source(args.model_repository, model)
         served_model = repo.add(source, launcher.info.capabilities.backends)
         client = launcher.client()
         client.load_model("identity")
-        client.load_model(
-            "mlp", served_model.served_config(apply_variant(source.base_config, EXAMPLE_VARIANT))
-        )
+        config = served_model.served_config(apply_variant(source.base_config, EXAMPLE_VARIANT))
+        client.load_model(model, config)
         url = launcher.info.grpc_url or ""
-        payloads = {m: requests_for(client.model_metadata(m), m) for m in ("identity", "mlp")}
+        payloads = {
+            "identity": requests_for(client.model_metadata("identity"), "identity"),
+            model: prepare_requests(
+                model,
+                client.model_metadata(model),
+                RequestShape(input_data=args.input_data),
+                batching=config.max_batch_size > 0,
+            ),
+        }
         client.close()
         print(
             f"tritonserver {launcher.info.version}, {os.cpu_count()} cores, "
@@ -225,42 +250,45 @@ def main() -> None:
         )
 
         def level(engine: str, model: str, concurrency: int) -> dict[str, Any]:
-            return run_engine(engine, url, model, concurrency, payloads[model], workdir)
+            data = args.input_data if model == args.model else None
+            return run_engine(engine, url, model, concurrency, payloads[model], workdir, data)
 
-        print("\n(a) highest sustained request rate, trivial model (closed loop); client CPU")
-        print(f"{'concurrency':>12} " + " ".join(f"{e:>24}" for e in ENGINES))
-        for c in rate_levels:
-            row = {engine: level(engine, "identity", c) for engine in ENGINES}
-            results["max_rate"][c] = row
-            cells = []
-            for engine in ENGINES:
-                r = row[engine]
-                flag = "*" if r.get("client_bound") else ""
-                cpu = r["cpu_us_per_request"]
-                cells.append(f"{r['rate']:>9,.0f}/s {cpu or 0:>6.0f} us{flag:1}")
-            print(f"{c:>12} " + " ".join(f"{cell:>24}" for cell in cells))
-        best = {e: max(results["max_rate"][c][e]["rate"] for c in rate_levels) for e in ENGINES}
-        pa_rate = best["perf_analyzer"]
-        cpu_of = {
-            e: min(
-                r["cpu_us_per_request"]
-                for r in (results["max_rate"][c][e] for c in rate_levels)
-                if r["cpu_us_per_request"]
-            )
-            for e in ENGINES
-        }
-        results["best_rate"], results["cpu_us_per_request"] = best, cpu_of
-        for e in ENGINES[:-1]:
-            ratio, cpu_ratio = best[e] / pa_rate, cpu_of[e] / cpu_of["perf_analyzer"]
-            print(
-                f"{e}: best {best[e]:,.0f} req/s = {ratio:.2f}x perf_analyzer's {pa_rate:,.0f} "
-                f"(target >= 0.7x) {'OK' if ratio >= 0.7 else 'MISSED'}; client CPU "
-                f"{cpu_of[e]:.0f} us/request = {cpu_ratio:.2f}x perf_analyzer's "
-                f"{cpu_of['perf_analyzer']:.0f} (target <= 2x) {'OK' if cpu_ratio <= 2 else 'MISSED'}"
-            )
-        print("(* client-bound: the level's figure is the client's)")
+        if rate_levels:
+            print("\n(a) highest sustained request rate, trivial model (closed loop); client CPU")
+            print(f"{'concurrency':>12} " + " ".join(f"{e:>24}" for e in ENGINES))
+            for c in rate_levels:
+                row = {engine: level(engine, "identity", c) for engine in ENGINES}
+                results["max_rate"][c] = row
+                cells = []
+                for engine in ENGINES:
+                    r = row[engine]
+                    flag = "*" if r.get("client_bound") else ""
+                    cpu = r["cpu_us_per_request"]
+                    cells.append(f"{r['rate']:>9,.0f}/s {cpu or 0:>6.0f} us{flag:1}")
+                print(f"{c:>12} " + " ".join(f"{cell:>24}" for cell in cells))
+            best = {e: max(results["max_rate"][c][e]["rate"] for c in rate_levels) for e in ENGINES}
+            pa_rate = best["perf_analyzer"]
+            cpu_of = {
+                e: min(
+                    r["cpu_us_per_request"]
+                    for r in (results["max_rate"][c][e] for c in rate_levels)
+                    if r["cpu_us_per_request"]
+                )
+                for e in ENGINES
+            }
+            results["best_rate"], results["cpu_us_per_request"] = best, cpu_of
+            for e in ENGINES[:-1]:
+                ratio, cpu_ratio = best[e] / pa_rate, cpu_of[e] / cpu_of["perf_analyzer"]
+                print(
+                    f"{e}: best {best[e]:,.0f} req/s = {ratio:.2f}x perf_analyzer's {pa_rate:,.0f} "
+                    f"(target >= 0.7x) {'OK' if ratio >= 0.7 else 'MISSED'}; client CPU "
+                    f"{cpu_of[e]:.0f} us/request = {cpu_ratio:.2f}x perf_analyzer's "
+                    f"{cpu_of['perf_analyzer']:.0f} (target <= 2x) "
+                    f"{'OK' if cpu_ratio <= 2 else 'MISSED'}"
+                )
+            print("(* client-bound: the level's figure is the client's)")
 
-        print(f"\n(b) p50 / p99 ms on the example model {EXAMPLE_VARIANT.to_dict()}, ")
+        print(f"\n(b) p50 / p99 ms on {model} {EXAMPLE_VARIANT.to_dict()}, ")
         print(f"    {args.rounds} interleaved rounds, median [min-max]")
         worst: dict[str, float] = {}
         for c in p99_levels:
@@ -268,7 +296,7 @@ def main() -> None:
             for n in range(args.rounds):
                 order = ENGINES[n % len(ENGINES) :] + ENGINES[: n % len(ENGINES)]
                 for engine in order:
-                    runs[engine].append(level(engine, "mlp", c))
+                    runs[engine].append(level(engine, model, c))
             reference = statistics.median(r["p99"] for r in runs["perf_analyzer"])
             results["p99"][c] = {}
             for engine in ENGINES:
@@ -289,15 +317,16 @@ def main() -> None:
                 f"{'OK' if diff <= 0.10 else 'MISSED'}"
             )
 
-        print("\n(c) a starved generator: asyncio x1 pinned to a core three burners share, c=64")
-        m = starved(url, "mlp", payloads["mlp"])
-        assert m.client is not None
-        results["starved"] = m.client.to_dict()
-        print(
-            f"  {m.request_rate:,.0f} req/s, p99 {m.latency.p99 * 1e3:.1f} ms; loop demand "
-            f"{m.client.loop_demand:.2f}, lag p99 {(m.client.lag_p99_s or 0) * 1e3:.1f} ms: "
-            f"{'client-bound (flagged) OK' if m.client_bound else 'NOT flagged: MISSED'}"
-        )
+        if not args.skip_starved:
+            print("\n(c) a starved generator: asyncio x1 pinned to a core three burners share, c=64")
+            m = starved(url, model, payloads[model])
+            assert m.client is not None
+            results["starved"] = m.client.to_dict()
+            print(
+                f"  {m.request_rate:,.0f} req/s, p99 {m.latency.p99 * 1e3:.1f} ms; loop demand "
+                f"{m.client.loop_demand:.2f}, lag p99 {(m.client.lag_p99_s or 0) * 1e3:.1f} ms: "
+                f"{'client-bound (flagged) OK' if m.client_bound else 'NOT flagged: MISSED'}"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
 
