@@ -277,31 +277,26 @@ class TuningSession:
         if not self._requests:
             raise ServerError("no config is loaded; call load() first")
         self.server.check_alive()
+        engine: Callable[..., Measurement]
         if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
-            measurement = measure_with_perf_analyzer(
-                self.server.endpoint(),
-                self.name,
-                self._requests,
-                load,
-                batch_size=self.request_shape.batch_size,
-                settings=settings or self.settings,
-                seed=self.request_shape.seed,
-                workdir=self.server.work_dir / "perf_analyzer",
-            )
+            engine = partial(measure_with_perf_analyzer, workdir=self.server.work_dir / "perf_analyzer")
         else:
-            measurement = measure_load(
-                self.server.endpoint(),
-                self.name,
-                self._requests,
-                load,
-                batch_size=self.request_shape.batch_size,
-                settings=settings or self.settings,
-                seed=self.request_shape.seed,
+            engine = partial(
+                measure_load,
                 # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
                 metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
                 processes=self.load_settings.processes or 1,
                 max_processes=self._auto_processes(),
             )
+        measurement = engine(
+            self.server.endpoint(),
+            self.name,
+            self._requests,
+            load,
+            batch_size=self.request_shape.batch_size,
+            settings=settings or self.settings,
+            seed=self.request_shape.seed,
+        )
         self.server.check_alive()
         if measurement.latency.count == 0 and measurement.error_count:
             kind, count = max(measurement.errors.items(), key=lambda item: item[1])
