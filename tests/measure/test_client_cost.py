@@ -47,6 +47,9 @@ def test_the_cost_over_windows_is_cpu_per_answered_request():
     assert text is not None and "client-bound" in text and "1 of 2 windows" in text
     assert ClientCost.from_dict(cost.to_dict()).to_dict() == cost.to_dict()
     assert ClientCost.of([windows[0]]).describe() is None
+    # one busy window of three does not make the level the client's; two of three do
+    assert not ClientCost.of([windows[0], windows[1], windows[0]]).bound
+    assert ClientCost.of([windows[1], windows[0], windows[1]]).bound
     assert ClientCost.of([ClientWindow(1.0, 0.1, 0, 0.1, None)]).cpu_us_per_request is None
 
 

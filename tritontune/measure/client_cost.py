@@ -16,8 +16,10 @@ So every window of a measurement also records, for the load generator's processe
 
 A window is **client-bound** when the loop demand reached :data:`LOOP_DEMAND_LIMIT` *and* the
 client lag's p99 reached :data:`CLIENT_LAG_LIMIT_S`: the client had no CPU to spare and it showed
-in the latencies. A level whose reported windows include a client-bound one is flagged: the
-searches over loads never take its figure as the config's (see :mod:`tritontune.search.ramp`).
+in the latencies. A level is flagged when at least half of its reported windows are client-bound
+(one busy window -- a collection, a burst of another tenant -- does not make a level the
+client's: in 0.3 s screening windows single ones came and went): the searches over loads never
+take its figure as the config's (see :mod:`tritontune.search.ramp`).
 Measuring again would not help (the client gets no more CPU); more load processes would.
 """
 
@@ -129,8 +131,9 @@ class ClientCost:
 
     @property
     def bound(self) -> bool:
-        """A reported window was limited by the client: the figure is the client's, in part."""
-        return self.bound_windows > 0
+        """At least half of the reported windows were limited by the client: the figure is the
+        client's, in part."""
+        return self.bound_windows > 0 and 2 * self.bound_windows >= self.windows
 
     def describe(self) -> str | None:
         """One line for the user when the client limited the level, else None."""
