@@ -28,6 +28,7 @@ LAYERS = {
     "study": 5,
     "serving": 5,
     "precision": 4,
+    "predict": 4,
     "record": 4,
     "measure": 3,
     "server": 2,
