@@ -8,6 +8,7 @@ queueing model whose capacity grows with ``max_batch_size`` (see test_operating_
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 
@@ -17,12 +18,15 @@ from tritontune.config.repository import ModelSource
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import Variant, apply_variant
 from tritontune.errors import ModelLoadError, ServerDiedError, ServerError
-from tritontune.measure.loadgen import QUEUE_FULL_ERROR, LoadSpec
-from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.loadgen import QUEUE_FULL_ERROR, LoadMode, LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings, ServerSplit
 from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import Traffic
+from tritontune.predict.batcher import ClosedLoop, OpenLoop, ServiceCurve, simulate
+from tritontune.predict.config import batcher_config_of
+from tritontune.server.client import BatchCompute
 from tritontune.server.launcher import ServerInfo
 from tritontune.serving.bench import LoadReceipt
 
@@ -196,3 +200,44 @@ class FakeSession:
 
 def _instances(config: ModelConfig) -> int:
     return sum(group.count or 1 for group in config.instance_group) or 1
+
+
+class SimulatedSession(FakeSession):
+    """A bench whose server is Triton's batcher as the simulator models it, with a known service
+    curve per instance count (``curves``): the truth a prediction-led search must recover. Each
+    level reports Triton-style statistics (executions and compute time by batch size)."""
+
+    def __init__(self, source: ModelSource, curves: Mapping[int, ServiceCurve], requests: int = 1500):
+        super().__init__(source)
+        self.curves = dict(curves)
+        self.requests = requests
+
+    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
+        assert self.loaded is not None
+        self.measured.append(self.loaded.max_batch_size)
+        config = batcher_config_of(self.loaded)
+        curve = self.curves[config.instances]
+        arrivals = (
+            ClosedLoop(int(load.value)) if load.mode == LoadMode.CONCURRENCY else OpenLoop(load.value)
+        )
+        result = simulate(curve, config, arrivals, n_requests=self.requests, seed=len(self.measured))
+        batches = tuple(
+            BatchCompute(size, count, int(count * curve.mean(size) * 1e9))
+            for size, count in sorted(result.batch_sizes.items())
+        )
+        executions = sum(result.batch_sizes.values())
+        latency = LatencyStats(
+            result.requests, result.mean_s, result.p50_s, result.p99_s, result.p99_s,
+            result.p99_s, result.p99_s, result.p99_s,
+        )  # fmt: skip
+        compute = sum(b.compute_ns for b in batches) / 1e9 / max(result.requests, 1)
+        server = ServerSplit(
+            result.requests, executions, result.mean_batch, max(result.mean_s - compute, 0.0),
+            compute, 0, batches,
+        )  # fmt: skip
+        return dataclasses.replace(
+            measurement(load, result.throughput_ips, result.p99_s),
+            latency=latency,
+            request_rate=result.throughput_rps,
+            server=server,
+        )

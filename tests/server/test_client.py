@@ -1,4 +1,4 @@
-from tritontune.server.client import ModelStatsSnapshot, one_line
+from tritontune.server.client import ModelStatsSnapshot, one_line, snapshot_from_json
 
 
 def test_one_line_drops_the_python_traceback():
@@ -13,3 +13,38 @@ def test_snapshot_difference():
     delta = later - earlier
     assert (delta.success_count, delta.inference_count, delta.execution_count) == (6, 24, 3)
     assert delta.queue_ns == 600
+
+
+def test_batch_stats_by_size_are_read_and_differenced():
+    def reply(count_1: int, count_4: int) -> dict:
+        def duration(count: int, ns: int) -> dict:
+            return {"count": count, "ns": ns}
+
+        return {
+            "model_stats": [
+                {
+                    "batch_stats": [
+                        {
+                            "batch_size": 1,
+                            "compute_input": duration(count_1, 10 * count_1),
+                            "compute_infer": duration(count_1, 1000 * count_1),
+                            "compute_output": duration(count_1, 5 * count_1),
+                        },
+                        {
+                            "batch_size": 4,
+                            "compute_input": duration(count_4, 20 * count_4),
+                            "compute_infer": duration(count_4, 3000 * count_4),
+                            "compute_output": duration(count_4, 0),
+                        },
+                    ]
+                }
+            ]
+        }
+
+    earlier = snapshot_from_json(reply(3, 2))
+    later = snapshot_from_json(reply(3, 7))
+    assert [(b.batch_size, b.executions) for b in earlier.batches] == [(1, 3), (4, 2)]
+    delta = later - earlier
+    # batch 1 ran no more executions in between: it is left out of the difference
+    assert [(b.batch_size, b.executions, b.compute_ns) for b in delta.batches] == [(4, 5, 15100)]
+    assert delta.batches[0].mean_s == 3020e-9

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -44,6 +44,7 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Layout, read_traffic
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
+from tritontune.predict.calibration import SettingCalibration
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
@@ -63,6 +64,7 @@ from tritontune.search.playoff import (
     PlayoffSettings,
     RoundFigure,
 )
+from tritontune.search.predicted import CalibrationProgress, Ranking, Strategy
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_kinds
 from tritontune.search.traffic_capacity import DEFAULT_START_RATE
@@ -155,6 +157,16 @@ def search(
     storage: StorageOption = DEFAULT_STORAGE,
     study: Annotated[str | None, typer.Option(help="Study name (default: MODEL-p99-SLO-LOAD).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampler seed, for a repeatable search.")] = None,
+    strategy: Annotated[
+        Strategy,
+        typer.Option(
+            help="How configs are proposed: tpe (Optuna's sampler, the server a black box) or "
+            "predict (calibrate each execution setting's service time per batch size, rank the "
+            "whole space with a model of Triton's batcher, measure the best; every figure "
+            "reported is still a measurement).",
+            case_sensitive=False,
+        ),
+    ] = Strategy.TPE,
     host_group: Annotated[
         str | None,
         typer.Option(
@@ -273,6 +285,7 @@ def search(
             else precision_checks,
             measure=measure,
             playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
+            strategy=strategy,
         )
         study_name = settings.study_name_for(model)
         out = results or Path(f"{study_name}.results.json")
@@ -409,6 +422,32 @@ def _search_with_progress(
                     highlight=False,
                 )
 
+        def calibrating(index: int, total: int, setting: dict[str, Any]) -> None:
+            shown = " ".join(f"{k}={v}" for k, v in setting.items()) or "the model's own"
+            bar.update(task, description=f"calibrating {index}/{total}: {shown}")
+
+        def calibrated(done: SettingCalibration | None, why: str | None) -> None:
+            if done is None:
+                err_console.print(f"  calibration [red]failed[/]: {escape(why or '')}", highlight=False)
+                return
+            sizes = ", ".join(f"{p.batch_size}: {p.mean_s * 1e3:.2f}" for p in done.points)
+            err_console.print(
+                f"calibrated {escape(' '.join(f'{k}={v}' for k, v in done.setting.items()))} in "
+                f"{done.seconds:.0f} s: ms per batch {{{sizes}}}, outside the server "
+                f"{done.overhead_s * 1e3:.2f} ms",
+                highlight=False,
+            )
+
+        def ranked(ranking: Ranking) -> None:
+            best = ranking.predicted[0] if ranking.predicted else None
+            text = f", best predicted {best.throughput:,.0f} infer/s" if best else ""
+            err_console.print(
+                f"ranked {ranking.configs:,} configs by prediction in {ranking.seconds:.1f} s "
+                f"({ranking.simulated:,} simulated, the rest below the best by capacity){text}; "
+                "measuring the best",
+                highlight=False,
+            )
+
         bar.update(task, description="building precision variants")
         return run_search(
             session,
@@ -422,6 +461,7 @@ def _search_with_progress(
                 precisions,
                 playoff_start,
                 playoff_round,
+                CalibrationProgress(calibrating, calibrated, ranked),
             ),
         )
 

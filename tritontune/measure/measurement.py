@@ -43,7 +43,7 @@ from tritontune.measure.loadgen import (
     RequestLog,
 )
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
-from tritontune.server.client import ModelStatsSnapshot
+from tritontune.server.client import BatchCompute, ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
 
 #: A load level whose share of failed requests is above this did not serve its load: the search
@@ -87,6 +87,9 @@ class ServerSplit:
     avg_queue_s: float
     avg_compute_s: float
     cache_hits: int
+    batches: tuple[BatchCompute, ...] = ()
+    """Executions and compute time by batch size: the model's service time per batch, which
+    the scheduler cannot change (``tritontune.predict`` calibrates from it)."""
 
     @classmethod
     def from_delta(cls, delta: ModelStatsSnapshot) -> ServerSplit:
@@ -101,6 +104,7 @@ class ServerSplit:
             avg_queue_s=delta.queue_ns / requests / 1e9 if requests else 0.0,
             avg_compute_s=compute / requests / 1e9 if requests else 0.0,
             cache_hits=delta.cache_hit_count,
+            batches=delta.batches,
         )
 
 

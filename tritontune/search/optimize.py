@@ -34,9 +34,10 @@ from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.search.loop import Budget, LoopProgress, optimize
-from tritontune.search.objective import Evaluation
+from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
 from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
+from tritontune.search.predicted import CalibrationProgress, Strategy, use_prediction
 from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.serving.bench import Bench
@@ -88,6 +89,8 @@ class SearchSettings:
     figures of different machines never mix (each group has its own baseline and winner)."""
     playoff: PlayoffSettings = field(default_factory=lambda: PlayoffSettings(measure=PLAYOFF_MEASURE))
     """The verdict's re-measurement (``top`` 0: no playoff, the screening figures stand)."""
+    strategy: Strategy = Strategy.TPE
+    """How configs are proposed: TPE, or ranked by prediction (:mod:`tritontune.search.predicted`)."""
 
     def study_name_for(self, model: str) -> str:
         """The study this search reads and writes: ``--study`` or the default name, in the host
@@ -116,6 +119,8 @@ class SearchProgress:
     """(the contenders, rounds per stage)."""
     on_playoff_round: Callable[[int, int, Contender, RoundFigure | None], None] | None = None
     """(stage, round, contender, its figure or None when it failed)."""
+    calibration: CalibrationProgress | None = None
+    """``--strategy predict``: calibration and ranking."""
 
 
 @dataclass
@@ -275,9 +280,22 @@ def run_search(
     _baseline(study, session, settings, progress, worker)
 
     restarts_before = session.restarts
+    objective: Objective = SloObjective(space, settings)
+    if settings.strategy == Strategy.PREDICT:
+        objective = use_prediction(
+            study,
+            session,
+            space,
+            objective,
+            slo_p99_s=settings.slo_p99_s,
+            load_mode=settings.load_mode,
+            max_load=settings.max_load,
+            worker=worker,
+            progress=progress.calibration,
+        )
     outcome = optimize(
         study,
-        SloObjective(space, settings),
+        objective,
         session,
         Budget.start(settings.trials, settings.timeout_s, space.size()),
         progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),

@@ -44,6 +44,20 @@ def one_line(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class BatchCompute:
+    """Executions of one batch size and their compute time in all (input + infer + output):
+    what the model costs per batch, whatever the scheduler did before it ran."""
+
+    batch_size: int
+    executions: int
+    compute_ns: int
+
+    @property
+    def mean_s(self) -> float:
+        return self.compute_ns / self.executions / 1e9 if self.executions else 0.0
+
+
+@dataclass(frozen=True)
 class ModelStatsSnapshot:
     """Cumulative counters of one model from Triton's statistics extension."""
 
@@ -56,20 +70,42 @@ class ModelStatsSnapshot:
     compute_infer_ns: int = 0
     compute_output_ns: int = 0
     cache_hit_count: int = 0
+    batches: tuple[BatchCompute, ...] = ()
+    """Executions and compute time by batch size (Triton's ``batch_stats``), ascending size."""
 
     def __sub__(self, earlier: ModelStatsSnapshot) -> ModelStatsSnapshot:
-        return ModelStatsSnapshot(
-            **{name: getattr(self, name) - getattr(earlier, name) for name in _STAT_FIELDS}
-        )
+        counters = {name: getattr(self, name) - getattr(earlier, name) for name in _STAT_FIELDS}
+        before = {b.batch_size: b for b in earlier.batches}
+        batches = []
+        for now in self.batches:
+            then = before.get(now.batch_size, BatchCompute(now.batch_size, 0, 0))
+            if now.executions > then.executions:
+                batches.append(
+                    BatchCompute(
+                        now.batch_size,
+                        now.executions - then.executions,
+                        now.compute_ns - then.compute_ns,
+                    )
+                )
+        return ModelStatsSnapshot(**counters, batches=tuple(batches))
 
 
-_STAT_FIELDS = tuple(ModelStatsSnapshot.__dataclass_fields__)
+_STAT_FIELDS = tuple(name for name in ModelStatsSnapshot.__dataclass_fields__ if name != "batches")
+
+
+def _merge_batches(batches: dict[int, list[int]]) -> tuple[BatchCompute, ...]:
+    return tuple(BatchCompute(size, count, ns) for size, (count, ns) in sorted(batches.items()))
 
 
 def snapshot_from_statistics(response: Any) -> ModelStatsSnapshot:
     """Sum a ``ModelStatisticsResponse`` (all versions of the model) into one snapshot."""
     totals = dict.fromkeys(_STAT_FIELDS, 0)
+    batches: dict[int, list[int]] = {}
     for stats in response.model_stats:
+        for batch in stats.batch_stats:
+            entry = batches.setdefault(int(batch.batch_size), [0, 0])
+            entry[0] += batch.compute_infer.count
+            entry[1] += batch.compute_input.ns + batch.compute_infer.ns + batch.compute_output.ns
         inf = stats.inference_stats
         totals["success_count"] += inf.success.count
         totals["fail_count"] += inf.fail.count
@@ -80,13 +116,21 @@ def snapshot_from_statistics(response: Any) -> ModelStatsSnapshot:
         totals["compute_infer_ns"] += inf.compute_infer.ns
         totals["compute_output_ns"] += inf.compute_output.ns
         totals["cache_hit_count"] += inf.cache_hit.count
-    return ModelStatsSnapshot(**totals)
+    return ModelStatsSnapshot(**totals, batches=_merge_batches(batches))
 
 
 def snapshot_from_json(response: dict[str, Any]) -> ModelStatsSnapshot:
     """Sum the HTTP API's statistics (JSON; the same fields) into one snapshot."""
     totals = dict.fromkeys(_STAT_FIELDS, 0)
+    batches: dict[int, list[int]] = {}
     for stats in response.get("model_stats", []):
+        for batch in stats.get("batch_stats", []):
+            entry = batches.setdefault(int(batch.get("batch_size", 0)), [0, 0])
+            entry[0] += int(batch.get("compute_infer", {}).get("count", 0))
+            entry[1] += sum(
+                int(batch.get(part, {}).get("ns", 0))
+                for part in ("compute_input", "compute_infer", "compute_output")
+            )
         inf = stats.get("inference_stats", {})
 
         def stat(name: str, field: str, inf: dict = inf) -> int:
@@ -101,7 +145,7 @@ def snapshot_from_json(response: dict[str, Any]) -> ModelStatsSnapshot:
         totals["compute_infer_ns"] += stat("compute_infer", "ns")
         totals["compute_output_ns"] += stat("compute_output", "ns")
         totals["cache_hit_count"] += stat("cache_hit", "count")
-    return ModelStatsSnapshot(**totals)
+    return ModelStatsSnapshot(**totals, batches=_merge_batches(batches))
 
 
 def _grpc_client(endpoint: Endpoint) -> Any:

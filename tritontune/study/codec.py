@@ -94,6 +94,7 @@ def trial_result(trial: FrozenTrial, precisions: Mapping[str, RecordedPrecision]
         started=trial.datetime_start,
         finished=trial.datetime_complete,
         capacity=CapacityFigure.from_dict(capacity) if capacity else None,
+        predicted=attrs.get(TrialKey.PREDICTED),
     )
 
 

@@ -161,6 +161,15 @@ class Snapshot:
     def running(self) -> int:
         return sum(1 for t in self.trials if t.state == TrialState.RUNNING)
 
+    def taken(self) -> set[PointKey]:
+        """The points of every trial measured, failed or being measured: a strategy that
+        proposes configs itself never proposes these again."""
+        return {
+            point_key(t.user_attrs[TrialKey.POINT])
+            for t in self.trials
+            if TrialKey.POINT in t.user_attrs and t.state != TrialState.WAITING
+        }
+
     def twin(self, number: int, point: Mapping[str, Any]) -> Twin | None:
         """Another trial than ``number`` with the same config, finished or running.
 

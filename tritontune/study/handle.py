@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from tritontune import __version__
 from tritontune.errors import InputError
 from tritontune.hostinfo import WorkerId
+from tritontune.predict.calibration import Calibration, SettingCalibration
 from tritontune.study import coordination
 from tritontune.study import storage as storages
 from tritontune.study.codec import (
@@ -197,6 +198,30 @@ class TuningStudy:
 
     def save_workload_final(self, final: WorkloadFinal) -> None:
         self._set(StudyKey.WORKLOAD_FINAL, final.to_dict())
+
+    def save_strategy(self, strategy: str) -> None:
+        self._set(StudyKey.STRATEGY, strategy)
+
+    def calibration(self) -> Calibration | None:
+        """The execution settings calibrated so far (None: calibration never started)."""
+        attrs = self.optuna_study.user_attrs
+        reference = attrs.get(StudyKey.CALIBRATION_REFERENCE)
+        if reference is None:
+            return None
+        calibration = Calibration(dict(reference))
+        for key, value in attrs.items():
+            if key.startswith(StudyKey.CALIBRATION_PREFIX):
+                calibration.add(SettingCalibration.from_dict(value))
+        return calibration
+
+    def save_calibration_reference(self, reference: Mapping[str, Any]) -> None:
+        self._set(StudyKey.CALIBRATION_REFERENCE, dict(reference))
+
+    def save_calibration(self, calibrated: SettingCalibration) -> None:
+        self._set(StudyKey.CALIBRATION_PREFIX + calibrated.key, calibrated.to_dict())
+
+    def save_prediction(self, trial: optuna.Trial, prediction: Mapping[str, Any]) -> None:
+        trial.set_user_attr(TrialKey.PREDICTED, dict(prediction))
 
     # -- trials ----------------------------------------------------------------------------------
     def ask(self) -> optuna.Trial:

@@ -189,6 +189,9 @@ class TrialResult:
     finished: dt.datetime | None = None
     capacity: CapacityFigure | None = None
     """A workload trial's figure."""
+    predicted: dict[str, Any] | None = None
+    """What ``--strategy predict`` predicted of the config before it was measured (throughput,
+    p99, load, band, the calibration it came from): never the trial's figure."""
 
     @property
     def lost(self) -> bool:

@@ -36,6 +36,14 @@ class StudyKey:
     """A workload study's traffic classes (``Traffic.to_dict``): its identity."""
     WORKLOAD_FINAL = "workload_final"
     """A workload study's final rounds."""
+    STRATEGY = "strategy"
+    """How the search proposed configs (``tpe``, ``predict``)."""
+    CALIBRATION_REFERENCE = "calibration_reference"
+    """The execution setting other settings' service curves are composed from."""
+    #: ``calibration:SETTING``: one calibrated execution setting (``SettingCalibration.to_dict``),
+    #: each its own attribute so that workers calibrating different settings never overwrite
+    #: each other.
+    CALIBRATION_PREFIX = "calibration:"
     LEGACY_WORKLOAD = "workload"
     """Before ``request_shape`` and ``traffic``: either of them (see :func:`legacy_workload`)."""
 
@@ -81,6 +89,9 @@ class TrialKey:
     SERVER_RESTARTS = "server_restarts"
     WORKER = "worker"
     SURPLUS = "surplus"
+    PREDICTED = "predicted"
+    """What the prediction said of the trial's config before it was measured (search
+    ``--strategy predict``): never a result, kept to compare with the measurement."""
     #: ``value:KNOB`` (``value:max_queue_delay_us`` for a delay): each knob of the point as its
     #: own attribute, named with its unit, for optuna-dashboard. The trial's params show the same
     #: values (the search's sampler snaps ordered dimensions before they are stored, see

@@ -1,0 +1,98 @@
+"""Calibration data: fitting recorded statistics, composing settings, the study's format."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tritontune.config.model_config import parse_config_text
+from tritontune.predict.calibration import (
+    BatchPoint,
+    Calibration,
+    SettingCalibration,
+    execution_setting,
+    fit_points,
+    lognormal_cv,
+    settings_to_calibrate,
+)
+from tritontune.predict.config import batcher_config_of
+
+
+def setting(instances: int, threads: int = 1, points=((1, 0.002), (8, 0.008))) -> SettingCalibration:
+    return SettingCalibration(
+        {"instance_count": instances, "intra_op_thread_count": threads},
+        tuple(BatchPoint(b, m, 10) for b, m in points),
+        cv=0.1,
+        overhead_s=0.0005,
+    )
+
+
+def test_recorded_statistics_pool_by_batch_size_and_drop_rare_sizes():
+    # (batch size, executions, compute seconds in all) from three levels
+    samples = [(1, 40, 0.08), (2, 1, 0.003), (1, 10, 0.02), (8, 5, 0.04), (8, 5, 0.05)]
+    points = fit_points(samples)
+    assert [(p.batch_size, p.executions) for p in points] == [(1, 50), (8, 10)]
+    assert points[0].mean_s == pytest.approx(0.002)
+    assert points[1].mean_s == pytest.approx(0.009)
+
+
+def test_the_spread_is_a_lognormal_fitted_to_the_tail():
+    sigma = 0.3
+    p50, p99 = 0.01, 0.01 * math.exp(2.3263 * sigma)
+    assert lognormal_cv(p50, p99) == pytest.approx(math.sqrt(math.exp(sigma**2) - 1), rel=1e-3)
+    assert lognormal_cv(0.01, 0.01) == 0.0  # no tail: deterministic
+
+
+def test_one_knob_at_a_time_and_composition():
+    plan = settings_to_calibrate(
+        {"instance_count": 1, "intra_op_thread_count": 1},
+        {"instance_count": (1, 2), "intra_op_thread_count": (1, 2, 4)},
+    )
+    assert len(plan) == 4  # reference, 2 instances, 2 threads, 4 threads (not 2 x 3 = 6)
+    calibration = Calibration({"instance_count": 1, "intra_op_thread_count": 1})
+    calibration.add(setting(1))
+    calibration.add(setting(2, points=((1, 0.003), (8, 0.016))))  # contention: 1.5x .. 2x
+    calibration.add(setting(1, threads=2, points=((1, 0.002), (8, 0.004))))  # threads help big batches
+    own = calibration.predict({"instance_count": 2, "intra_op_thread_count": 1})
+    assert own.measured and own.curve.mean(8) == pytest.approx(0.016)
+    composed = calibration.predict({"instance_count": 2, "intra_op_thread_count": 2})
+    assert not composed.measured and len(composed.sources) == 3
+    assert composed.curve.mean(1) == pytest.approx(0.003)  # 0.002 x 1.5 x 1.0
+    assert composed.curve.mean(8) == pytest.approx(0.008)  # 0.008 x 2.0 x 0.5
+    with pytest.raises(KeyError, match="intra_op_thread_count"):
+        calibration.predict({"instance_count": 1, "intra_op_thread_count": 4})
+
+
+def test_the_study_format_reads_back():
+    calibration = Calibration({"instance_count": 1})
+    calibration.add(setting(1))
+    again = Calibration.from_dict(calibration.to_dict())
+    assert again.to_dict() == calibration.to_dict()
+    assert again.has({"instance_count": 1, "intra_op_thread_count": 1})
+
+
+def test_execution_setting_keeps_only_what_changes_service_time():
+    point = {"max_batch_size": 8, "instance_count": 2, "precision": "fp16", "max_queue_delay": 100}
+    assert execution_setting(point) == {"instance_count": 2, "precision": "fp16"}
+
+
+def test_a_config_as_the_batcher_sees_it():
+    config = parse_config_text(
+        """
+        name: "m" max_batch_size: 16
+        instance_group [{count: 2 kind: KIND_CPU}, {count: 1 kind: KIND_CPU}]
+        dynamic_batching {
+          max_queue_delay_microseconds: 2000 preferred_batch_size: [4, 16]
+          priority_levels: 2 default_priority_level: 2
+          default_queue_policy {max_queue_size: 8 default_timeout_microseconds: 50000 timeout_action: DELAY}
+        }
+        """
+    )
+    batcher = batcher_config_of(config)
+    assert (batcher.max_batch_size, batcher.instances, batcher.max_queue_delay_s) == (16, 3, 0.002)
+    assert batcher.preferred_batch_sizes == (4, 16) and batcher.priority_levels == 2
+    assert batcher.max_queue_size == 8 and batcher.default_timeout_s == 0.05
+    assert str(batcher.timeout_action) == "delay"
+    plain = batcher_config_of(parse_config_text('name: "m" max_batch_size: 8'))
+    assert not plain.batching and plain.instances == 1

@@ -1,0 +1,110 @@
+"""Calibration through the real server: each execution setting's service time per batch size.
+
+For one execution setting (:mod:`tritontune.predict.calibration`) the model is loaded with a
+batcher that takes whatever is queued (dynamic batching, no delay, the space's largest batch size)
+and measured at closed-loop concurrencies 1, then ``k, 2k, 4k, ...`` for ``k`` instances, up to
+twice the largest batch per instance: every instance stays busy, and the batches formed span the
+sizes the space can use. Triton's statistics for each level (``batch_stats``) give executions and
+compute time by batch size; they are pooled over the levels. The concurrency-1 level has no
+queue and single-request batches, so its latency minus Triton's queue and compute time is the
+time spent outside the server, and its tail gives the spread.
+
+A setting takes a config switch and a handful of short levels (a few seconds on the example, tens
+of seconds on a transformer); the study keeps each as it is done (:meth:`TuningStudy.save_calibration`),
+so an interrupted calibration resumes where it stopped and other workers reuse it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tritontune.errors import ServerError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.predict.calibration import (
+    SettingCalibration,
+    fit_points,
+    lognormal_cv,
+)
+from tritontune.search.space import SearchSpace
+from tritontune.serving.bench import Bench
+
+#: Short levels: only Triton's per-batch compute time is read from most of them, which needs
+#: executions, not a stable p99.
+CALIBRATION_MEASURE = MeasureSettings(
+    warmup_s=0.3, window_s=0.5, min_window_requests=30, stable_windows=2, max_windows=3, extra_windows=1
+)
+#: The highest concurrency a calibration level uses.
+MAX_CALIBRATION_CONCURRENCY = 512
+
+
+def calibration_point(setting: Mapping[str, Any], max_batch_size: int) -> dict[str, Any]:
+    """The point of the space a setting is calibrated with: its execution knobs, and a batcher
+    that runs whatever is queued (no delay, no preferred size) up to ``max_batch_size``."""
+    point = dict(setting)
+    if max_batch_size > 0:
+        point.update(
+            max_batch_size=max_batch_size,
+            dynamic_batching=True,
+            max_queue_delay=0,
+            preferred_batch_size="none",
+        )
+    return point
+
+
+def calibration_loads(instances: int, max_batch_size: int) -> list[int]:
+    """Concurrency 1, then ``k, 2k, 4k, ...`` up to ``2 x max_batch_size x k``."""
+    loads = [1]
+    top = min(2 * max(max_batch_size, 1) * instances, MAX_CALIBRATION_CONCURRENCY)
+    load = instances
+    while load <= top:
+        if load not in loads:
+            loads.append(load)
+        load *= 2
+    return loads
+
+
+def calibrate_setting(
+    bench: Bench,
+    space: SearchSpace,
+    setting: Mapping[str, Any],
+    *,
+    max_batch_size: int,
+    settings: MeasureSettings = CALIBRATION_MEASURE,
+    on_level: Callable[[int, Measurement], None] | None = None,
+) -> SettingCalibration:
+    """Measure ``setting`` (see the module docstring). A server fault propagates: the caller
+    runs this under :func:`tritontune.serving.faults.with_restarts`."""
+    started = time.monotonic()
+    bench.load(space.to_variant(calibration_point(setting, max_batch_size)))
+    instances = int(setting.get("instance_count", 1) or 1)
+    samples: list[tuple[int, int, float]] = []
+    overhead_s, cv, levels = 0.0, 0.0, 0
+    for load in calibration_loads(instances, max_batch_size):
+        measured = bench.measure(LoadSpec.concurrency(load), settings)
+        levels += 1
+        if on_level is not None:
+            on_level(load, measured)
+        server = measured.server
+        if server is None:
+            continue
+        samples += [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in server.batches]
+        if load == 1:
+            inside = server.avg_queue_s + server.avg_compute_s
+            overhead_s = max(0.0, measured.latency.mean - inside)
+            cv = lognormal_cv(measured.latency.p50 - overhead_s, measured.latency.p99 - overhead_s)
+    points = fit_points(samples)
+    if not points:
+        raise ServerError(
+            "the server reported no per-batch-size statistics (batch_stats), which calibration needs"
+        )
+    return SettingCalibration(
+        setting=dict(setting),
+        points=points,
+        cv=cv,
+        overhead_s=overhead_s,
+        levels=levels,
+        seconds=time.monotonic() - started,
+    )

@@ -1,0 +1,309 @@
+"""``--strategy predict``: rank the whole space by a model of Triton's scheduler, measure the best.
+
+TPE treats the server as a black box: every config it learns from costs a ramp of real
+measurements. This strategy measures what the scheduler cannot change instead (each execution
+setting's service time per batch size: :mod:`tritontune.search.calibrate`), predicts every
+config of the space with the batcher simulator (:mod:`tritontune.predict.batcher`: its operating
+point under the SLO), and proposes configs to the one search loop in the order of the
+prediction. Each proposal is measured exactly as a TPE trial is; the measurement, never the
+prediction, is the trial's figure, and the playoff, the verdict and export are the same.
+
+Measurements correct the model: a config's measured throughput over its predicted one is that
+execution setting's *correction*, and settings not measured yet take the median correction of
+those that were. The ranking is re-read with the corrections before every proposal. Proposals
+alternate between the best corrected prediction (exploit) and the best config of a setting no
+measurement has corrected yet (the least certain predictions: explore), so a wrong model of one
+setting cannot hide a better one. Once the ranking is used up, the base sampler (TPE) goes on.
+
+The ranking itself (grid, pruning, corrections) is :mod:`tritontune.search.ranking`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import FrozenTrial, TrialState
+
+from tritontune.config.variant import Variant
+from tritontune.enums import TextEnum
+from tritontune.hostinfo import WorkerId
+from tritontune.measure.loadgen import LoadMode
+from tritontune.predict.calibration import (
+    Calibration,
+    SettingCalibration,
+    setting_key,
+    settings_to_calibrate,
+)
+from tritontune.search.calibrate import calibrate_setting
+from tritontune.search.objective import Evaluation, Objective
+from tritontune.search.ranking import (
+    Corrections,
+    Predicted,
+    Ranking,
+    dimension_values,
+    execution_values,
+    rank_space,
+    reference_setting,
+)
+from tritontune.search.sampler import SnappingSampler, snapping
+from tritontune.search.space import SearchSpace
+from tritontune.serving.bench import Bench
+from tritontune.serving.faults import ConfigFailed, with_restarts
+from tritontune.study.coordination import PointKey, point_key
+from tritontune.study.handle import TuningStudy
+
+#: Every this-many proposals, one explores (the best config of an uncorrected setting).
+EXPLORE_EVERY = 2
+#: How long a worker waits for settings another worker is calibrating.
+CALIBRATION_WAIT_S = 600.0
+
+
+def choose_next(
+    ranking: Ranking, corrections: Corrections, taken: set[PointKey], proposals: int
+) -> tuple[Predicted, float, float] | None:
+    """The next config to measure and its corrected prediction and band (None: every config the
+    ranking kept was measured)."""
+    open_ = [p for p in ranking.predicted if point_key(p.point) not in taken]
+    if not open_:
+        return None
+    ordered = sorted(open_, key=lambda p: -p.throughput * corrections.factor(p.setting))
+    pick = ordered[0]
+    if proposals % EXPLORE_EVERY == EXPLORE_EVERY - 1:
+        uncorrected = [p for p in ordered if p.setting not in corrections.by_setting]
+        if uncorrected:
+            pick = uncorrected[0]
+    return pick, corrections.factor(pick.setting), corrections.band(pick.setting)
+
+
+class PredictedSampler(optuna.samplers.BaseSampler):
+    """Proposes the ranking's configs in order (see the module docstring); ``base`` (TPE) once
+    the ranking is used up, and for trials queued with fixed params (recovered ones)."""
+
+    def __init__(
+        self,
+        base: optuna.samplers.BaseSampler,
+        ranking: Callable[[], Ranking],
+        on_proposal: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.base = base
+        self._ranking = ranking
+        self._targets: dict[int, dict[str, Any]] = {}
+        self.predictions: dict[int, dict[str, Any]] = {}
+        """Trial number -> what was predicted of its config (corrected), for the study."""
+        self._on_proposal = on_proposal
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if trial.number in self._targets:
+            return {}
+        return self.base.sample_relative(study, trial, search_space)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+        if "fixed_params" in trial.system_attrs:
+            return
+        handle = TuningStudy.of(study)
+        taken = handle.snapshot().taken()
+        corrections = Corrections.of(handle.read().results)
+        choice = choose_next(self._ranking(), corrections, taken, len(self.predictions))
+        if choice is None:
+            return
+        predicted, correction, band = choice
+        self._targets[trial.number] = predicted.point
+        self.predictions[trial.number] = predicted.to_dict(correction, band)
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        target = self._targets.get(trial.number)
+        if target is None or param_name not in target:
+            return self.base.sample_independent(study, trial, param_name, param_distribution)
+        value = target[param_name]
+        if isinstance(param_distribution, FloatDistribution):
+            return float(value)
+        if isinstance(param_distribution, IntDistribution):
+            return int(value)
+        if isinstance(param_distribution, CategoricalDistribution):
+            return value
+        return value
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self._targets.pop(trial.number, None)
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+class Strategy(TextEnum):
+    """How a search proposes configs (``--strategy``)."""
+
+    TPE = "tpe"
+    """Optuna's TPE sampler: the server as a black box."""
+    PREDICT = "predict"
+    """Calibrate, rank the space by prediction, measure the best (this module)."""
+
+
+@dataclass
+class CalibrationProgress:
+    """Optional hooks for a live display."""
+
+    on_setting_start: Callable[[int, int, dict[str, Any]], None] | None = None
+    """(index, settings to calibrate, the setting)."""
+    on_setting_done: Callable[[SettingCalibration | None, str | None], None] | None = None
+    """(the calibration, or None and why it failed)."""
+    on_ranked: Callable[[Ranking], None] | None = None
+
+
+def calibrate_space(
+    study: TuningStudy,
+    bench: Bench,
+    space: SearchSpace,
+    *,
+    worker: WorkerId,
+    progress: CalibrationProgress | None = None,
+    wait_s: float = CALIBRATION_WAIT_S,
+) -> Calibration:
+    """Calibrate the settings the space's ranking needs (:func:`settings_to_calibrate`), each kept
+    in the study as it is done: a resumed search calibrates only what is missing, and a setting
+    another worker claimed is waited for (up to ``wait_s``), not measured twice."""
+    progress = progress or CalibrationProgress()
+    calibration = study.calibration()
+    if calibration is None:
+        study.save_calibration_reference(reference_setting(space))
+        calibration = study.calibration()
+        assert calibration is not None
+    plan = settings_to_calibrate(calibration.reference, execution_values(space))
+    largest = max_batch_size_of(space, bench)
+    waiting = []
+    for index, setting in enumerate(plan):
+        if calibration.has(setting):
+            continue
+        if not study.claim("calibrate-" + setting_key(setting), worker):
+            waiting.append(setting)
+            continue
+        if progress.on_setting_start:
+            progress.on_setting_start(index + 1, len(plan), setting)
+        try:
+            calibrated, _ = with_restarts(
+                bench, partial(calibrate_setting, bench, space, setting, max_batch_size=largest)
+            )
+        except ConfigFailed as failed:
+            if progress.on_setting_done:
+                progress.on_setting_done(None, failed.reason)
+            continue
+        study.save_calibration(calibrated)
+        calibration.add(calibrated)
+        if progress.on_setting_done:
+            progress.on_setting_done(calibrated, None)
+    deadline = time.monotonic() + wait_s
+    while waiting and time.monotonic() < deadline:
+        time.sleep(1.0)
+        calibration = study.calibration() or calibration
+        waiting = [s for s in waiting if not calibration.has(s)]
+    return calibration
+
+
+def max_batch_size_of(space: SearchSpace, bench: Bench) -> int:
+    """The largest batch the space can configure (the base config's when it is fixed)."""
+    dim = space.dimensions.get("max_batch_size")
+    if dim is None:
+        return int(bench.source.base_config.max_batch_size)
+    return int(max(dimension_values("max_batch_size", dim)))
+
+
+@dataclass
+class PredictedObjective:
+    """Any objective, with each proposal's prediction kept in its trial (for the report's
+    predicted-vs-measured comparison); the figure is still ``inner``'s measurement."""
+
+    inner: Objective
+    sampler: PredictedSampler
+    study: TuningStudy
+
+    @property
+    def space(self) -> SearchSpace:
+        return self.inner.space
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        point = self.inner.suggest(trial)
+        predicted = self.sampler.predictions.get(trial.number)
+        if predicted is not None:
+            self.study.save_prediction(trial, predicted)
+        return point
+
+    def variant(self, point: Mapping[str, Any]) -> Variant:
+        return self.inner.variant(point)
+
+    def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
+        return self.inner.evaluate(bench, variant)
+
+
+def use_prediction(
+    study: TuningStudy,
+    bench: Bench,
+    space: SearchSpace,
+    objective: Objective,
+    *,
+    slo_p99_s: float,
+    load_mode: LoadMode,
+    max_load: float | None,
+    worker: WorkerId,
+    progress: CalibrationProgress | None = None,
+) -> PredictedObjective:
+    """Calibrate, rank, and make the study's sampler propose by the ranking; returns the
+    objective the loop runs (``objective``, keeping each proposal's prediction)."""
+    progress = progress or CalibrationProgress()
+    calibration = calibrate_space(study, bench, space, worker=worker, progress=progress)
+    cached: list[Ranking] = []
+
+    def ranking() -> Ranking:
+        if not cached:
+            cached.append(
+                rank_space(
+                    space,
+                    calibration,
+                    lambda point: bench.build(space.to_variant(point)),
+                    slo_p99_s=slo_p99_s,
+                    load_mode=load_mode,
+                    request_batch=bench.request_shape.batch_size,
+                    max_load=max_load,
+                )
+            )
+            if progress.on_ranked:
+                progress.on_ranked(cached[0])
+        return cached[0]
+
+    current = study.optuna_study.sampler
+    base = current.base if isinstance(current, SnappingSampler) else current
+    sampler = PredictedSampler(base, ranking)
+    study.optuna_study.sampler = snapping(sampler, space)
+    study.save_strategy(Strategy.PREDICT.value)
+    return PredictedObjective(objective, sampler, study)

@@ -1,0 +1,281 @@
+"""The whole space predicted: every config's operating point under the SLO, from a calibration.
+
+A point of the space is an execution setting (:data:`~tritontune.predict.calibration.EXECUTION_KNOBS`,
+whose service curve the calibration gives) and a scheduler part (batch size, batching, delay,
+preferred size), which becomes a :class:`~tritontune.predict.batcher.BatcherConfig` through the
+config tritontune would write (:func:`~tritontune.predict.config.batcher_config_of`). The batcher
+simulator then finds the highest load whose p99 meets the SLO, as a measured search would.
+
+The space's delay range is predicted on a grid (:data:`DELAY_GRID_POINTS` log-spaced values),
+and ranking is pruned: configs are simulated in the order of their capacity (instances x the best
+batch throughput of their curve), and once a capacity is below the :data:`KEEP`-th prediction
+found, no later config can enter the ranking.
+
+Measurements correct the prediction (:class:`Corrections`): a config's measured throughput over
+its predicted one is its execution setting's correction; settings not measured take the median
+correction of those that were.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritontune.config.model_config import ModelConfig
+from tritontune.measure.loadgen import LoadMode
+from tritontune.predict.batcher import BatcherConfig, ServiceCurve, operating_point
+from tritontune.predict.calibration import (
+    EXECUTION_KNOBS,
+    Calibration,
+    execution_setting,
+    setting_key,
+)
+from tritontune.predict.config import batcher_config_of
+from tritontune.search.space import DIMENSIONS, Choice, IntRange, SearchSpace
+from tritontune.study.records import TrialResult
+
+#: Values of a delay range predicted (log-spaced over the range).
+DELAY_GRID_POINTS = 8
+#: An integer range with more values than this is predicted on a log-spaced subset.
+MAX_INT_VALUES = 12
+#: How many of the best predictions the ranking keeps (pruning stops below the last of them).
+KEEP = 40
+#: Until a setting is corrected by a measurement its prediction is taken to be this uncertain.
+DEFAULT_BAND = 0.25
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """One config's prediction: its operating point under the SLO, per the model."""
+
+    point: dict[str, Any]
+    setting: str
+    """The execution setting's key."""
+    load: float
+    throughput: float
+    """Inferences per second at ``load``."""
+    p99_s: float
+    calibrated: bool
+    """The setting was calibrated itself (else composed from one-knob calibrations)."""
+    sources: tuple[str, ...] = ()
+
+    def to_dict(self, correction: float = 1.0, band: float = DEFAULT_BAND) -> dict[str, Any]:
+        return {
+            "throughput": self.throughput * correction,
+            "raw_throughput": self.throughput,
+            "correction": correction,
+            "band": band,
+            "load": self.load,
+            "p99_s": self.p99_s,
+            "setting": self.setting,
+            "calibrated": self.calibrated,
+            "sources": list(self.sources),
+        }
+
+
+def dimension_values(name: str, dim: Choice | IntRange) -> tuple[Any, ...]:
+    """The values of a dimension the ranking predicts (a delay range on a grid)."""
+    if isinstance(dim, Choice):
+        return dim.values
+    count = dim.high - dim.low + 1
+    if name != "max_queue_delay" and count <= MAX_INT_VALUES:
+        return tuple(range(dim.low, dim.high + 1))
+    points = DELAY_GRID_POINTS if name == "max_queue_delay" else MAX_INT_VALUES
+    low, high = math.log(max(dim.low, 1)), math.log(max(dim.high, 1))
+    grid = {int(round(math.exp(low + (high - low) * i / (points - 1)))) for i in range(points)}
+    return tuple(sorted(min(max(v, dim.low), dim.high) for v in grid))
+
+
+def execution_values(space: SearchSpace) -> dict[str, tuple[Any, ...]]:
+    """Each execution knob the space varies or fixes, with its values."""
+    return {
+        name: dimension_values(name, space.dimensions[name])
+        for name in EXECUTION_KNOBS
+        if name in space.dimensions
+    }
+
+
+def reference_setting(space: SearchSpace) -> dict[str, Any]:
+    """The setting others are composed from: each knob's first value (the fewest instances and
+    threads; the first precision and graph level the space lists)."""
+    return {name: values[0] for name, values in execution_values(space).items()}
+
+
+def scheduler_points(space: SearchSpace) -> Iterator[dict[str, Any]]:
+    """Every scheduler part of a point (batch size, batching, delay, preferred size), following
+    :meth:`SearchSpace.suggest`'s rules (batching knobs only when batching is on)."""
+    dims = space.dimensions
+    sizes = (
+        dimension_values("max_batch_size", dims["max_batch_size"])
+        if "max_batch_size" in dims
+        else (None,)
+    )
+    for size in sizes:
+        base = {} if size is None else {"max_batch_size": size}
+        batching_values: tuple[Any, ...] = (None,)
+        if "dynamic_batching" in dims:
+            batching_values = (
+                (False,) if size == 0 else dimension_values("dynamic_batching", dims["dynamic_batching"])
+            )
+        for batching in batching_values:
+            point = dict(base)
+            if batching is not None:
+                point["dynamic_batching"] = batching
+            if batching is False:
+                yield point
+                continue
+            delays = (
+                dimension_values("max_queue_delay", dims["max_queue_delay"])
+                if "max_queue_delay" in dims
+                else (None,)
+            )
+            preferred = (
+                dimension_values("preferred_batch_size", dims["preferred_batch_size"])
+                if "preferred_batch_size" in dims
+                else (None,)
+            )
+            for delay, prefer in itertools.product(delays, preferred):
+                full = dict(point)
+                if delay is not None:
+                    full["max_queue_delay"] = delay
+                if prefer is not None:
+                    full["preferred_batch_size"] = prefer
+                yield full
+
+
+def all_points(space: SearchSpace) -> Iterator[dict[str, Any]]:
+    """Every point the ranking predicts: scheduler points x execution settings, knobs in the
+    space's order."""
+    knobs = execution_values(space)
+    names = list(knobs)
+    for scheduler in scheduler_points(space):
+        for values in itertools.product(*(knobs[n] for n in names)):
+            merged = {**scheduler, **dict(zip(names, values, strict=True))}
+            for name, dim in space.dimensions.items():
+                conditional = name in ("max_queue_delay", "preferred_batch_size")
+                if conditional or name in merged or not isinstance(dim, Choice):
+                    continue
+                if len(dim.values) == 1:  # fixed: the sampler proposes it too
+                    merged[name] = dim.values[0]
+            yield {name: merged[name] for name in DIMENSIONS if name in merged}
+
+
+@dataclass
+class Ranking:
+    """The space predicted: the best :data:`KEEP` configs, best first."""
+
+    predicted: list[Predicted]
+    simulated: int
+    """Configs simulated (the others were pruned by their capacity)."""
+    configs: int
+    """Configs in the (gridded) space."""
+    seconds: float
+
+
+def rank_space(
+    space: SearchSpace,
+    calibration: Calibration,
+    build: Callable[[dict[str, Any]], ModelConfig],
+    *,
+    slo_p99_s: float,
+    load_mode: LoadMode,
+    request_batch: int = 1,
+    max_load: float | None = None,
+    keep: int = KEEP,
+) -> Ranking:
+    """Predict the space's configs' operating points (see the module docstring)."""
+    started = time.monotonic()
+    candidates = []
+    for point in all_points(space):
+        setting = execution_setting(point)
+        try:
+            prediction = calibration.predict(setting)
+        except KeyError:
+            continue
+        config = batcher_config_of(build(point))
+        candidates.append(
+            (_capacity(prediction.curve, config, request_batch), point, setting, prediction, config)
+        )
+    candidates.sort(key=lambda c: -c[0])
+    best: list[Predicted] = []
+    simulated = 0
+    for capacity, point, setting, prediction, config in candidates:
+        if len(best) >= keep and capacity < best[keep - 1].throughput:
+            break
+        simulated += 1
+        load, result = operating_point(
+            prediction.curve,
+            config,
+            slo_p99_s=slo_p99_s,
+            mode="rate" if load_mode == LoadMode.RATE else "concurrency",
+            request_batch=request_batch,
+            overhead_s=prediction.overhead_s,
+            max_load=max_load,
+        )
+        if load <= 0:
+            continue  # even the lowest load misses the SLO
+        best.append(
+            Predicted(
+                point=point,
+                setting=setting_key(setting),
+                load=load,
+                throughput=result.throughput_ips,
+                p99_s=result.p99_s,
+                calibrated=prediction.measured,
+                sources=prediction.sources,
+            )
+        )
+        best.sort(key=lambda p: -p.throughput)
+        del best[keep:]
+    return Ranking(best, simulated, len(candidates), time.monotonic() - started)
+
+
+def _capacity(curve: ServiceCurve, config: BatcherConfig, request_batch: int) -> float:
+    """Inferences per second with every instance busy at its best batch: an upper bound of any
+    load's throughput, for pruning (the best batch need not be the largest)."""
+    if not config.batching:
+        return config.instances * request_batch / curve.mean(request_batch)
+    largest = max(config.max_batch_size // request_batch, 1) * request_batch
+    sizes = range(request_batch, largest + 1, request_batch)
+    return config.instances * max(size / curve.mean(size) for size in sizes)
+
+
+@dataclass
+class Corrections:
+    """Measured over predicted throughput, per execution setting."""
+
+    by_setting: dict[str, list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, results: Sequence[TrialResult]) -> Corrections:
+        corrections = cls()
+        for result in results:
+            predicted = result.predicted
+            if not predicted or result.operating_point is None or not predicted.get("raw_throughput"):
+                continue
+            ratio = result.operating_point.throughput / predicted["raw_throughput"]
+            corrections.by_setting.setdefault(predicted["setting"], []).append(ratio)
+        return corrections
+
+    def factor(self, setting: str) -> float:
+        own = self.by_setting.get(setting)
+        if own:
+            return statistics.median(own)
+        every = [r for ratios in self.by_setting.values() for r in ratios]
+        return statistics.median(every) if every else 1.0
+
+    def band(self, setting: str) -> float:
+        """How far the corrected prediction may be off: the spread of the setting's own
+        corrections (at least 10 %), or :data:`DEFAULT_BAND` before any."""
+        own = self.by_setting.get(setting)
+        if not own:
+            return DEFAULT_BAND
+        if len(own) == 1:
+            return 0.10
+        middle = statistics.median(own)
+        return max(0.10, max(abs(r / middle - 1) for r in own))
