@@ -429,7 +429,11 @@ def simulate(
                 "(priority_levels)"
             )
 
+    # One stream for service times and one per class for arrivals: at another load the same
+    # seed gives the same arrival pattern (scaled) and the same service draws, so neighbouring
+    # loads differ by the load, not by the luck of the draw.
     rng = random.Random(seed)
+    arrival_rngs = [random.Random(f"{seed}/{k}") for k in range(len(classes))]
     sample = curve.sample
     factor = curve.factor
     contention = curve.contention is not None
@@ -496,7 +500,7 @@ def simulate(
                 push(heap, (0.0, seq, _ARRIVE, (k, client)))
                 seq += 1
         elif isinstance(c, OpenLoop):
-            push(heap, (_gap(c, rng), seq, _ARRIVE, (k, 1)))
+            push(heap, (_gap(c, arrival_rngs[k]), seq, _ARRIVE, (k, 1)))
             seq += 1
         elif c.times:
             push(heap, (c.times[0], seq, _ARRIVE, (k, 0)))
@@ -507,7 +511,7 @@ def simulate(
         nonlocal seq
         c = classes[k]
         if isinstance(c, OpenLoop):
-            t = client / c.rate if c.cv == 0 else now + _gap(c, rng)
+            t = (client + 1) / c.rate if c.cv == 0 else now + _gap(c, arrival_rngs[k])
             push(heap, (t, seq, _ARRIVE, (k, client + 1)))
             seq += 1
         elif isinstance(c, Replay) and client + 1 < len(c.times):
@@ -702,8 +706,8 @@ def _results(
     window = t1 - t0
     c_batch = [c.request_batch for c in classes]
     replies = [0] * len(classes)
-    for t, k in done_times:
-        if t0 <= t <= t1:
+    for t, k in done_times:  # (t0, t1]: a reply at t0 belongs to the cycle before
+        if t0 < t <= t1:
             replies[k] += 1
     per_class = []
     all_lat: list[float] = []
@@ -732,7 +736,7 @@ def _results(
         overlap = min(e, t1) - max(s, t0)
         if overlap > 0:
             busy_time[i] += overlap
-        if t0 <= s <= t1:
+        if t0 <= s < t1:
             n_batches += 1
             inferences += b
             sizes[b] = sizes.get(b, 0) + 1
