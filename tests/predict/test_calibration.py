@@ -85,7 +85,9 @@ def test_a_config_as_the_batcher_sees_it():
         dynamic_batching {
           max_queue_delay_microseconds: 2000 preferred_batch_size: [4, 16]
           priority_levels: 2 default_priority_level: 2
-          default_queue_policy {max_queue_size: 8 default_timeout_microseconds: 50000 timeout_action: DELAY}
+          default_queue_policy {
+            max_queue_size: 8 default_timeout_microseconds: 50000 timeout_action: DELAY
+          }
         }
         """
     )

@@ -39,9 +39,13 @@ Where the model simplifies (what it leaves out, on purpose):
 - Service time depends on the batch size only (in inferences), drawn from a :class:`ServiceCurve`;
   instances do not contend for CPU, memory bandwidth or the GPU except through the curve's
   optional slow-down factor by the number of instances busy when a batch starts.
-- No gRPC/HTTP thread limits, no serialization cost that grows with load: the network and RPC
-  overhead is one additive constant per request (``overhead_s``), added to every latency and,
-  closed loop, to each client's time between a reply and its next request.
+- No gRPC/HTTP thread limits: the network and RPC cost is one additive constant per request
+  (``overhead_s``), added to every latency and, closed loop, to each client's time between a
+  reply and its next request, plus an optional *request path* (``path_s``): one FIFO stage each
+  request holds for ``path_s`` before it reaches the queue. It stands for the CPU the client,
+  gRPC and Triton's frontend spend per request, which caps a small model's throughput at
+  ``1 / path_s`` requests per second whatever the batch sizes (on a 2-core host the load
+  generator and the server share it).
 - Batches are formed instantaneously; Triton's batcher thread and the payloads queued in the rate
   limiter (up to two per instance, merged when they are old) are collapsed into "the idle
   instance takes the batch the rules give now"; instances are picked in the order they went
@@ -70,8 +74,10 @@ from tritontune.enums import TextEnum
 
 #: The least time a closed-loop client waits before sending again after a rejection.
 MIN_RETRY_S = 1e-4
+#: A closed-loop operating point simulates at least this many requests per client.
+CLIENT_ROUNDS = 8
 
-_ARRIVE, _DONE, _TIMER = 0, 1, 2
+_ARRIVE, _DONE, _TIMER, _ENTER = 0, 1, 2, 3
 
 
 class TimeoutAction(TextEnum):
@@ -388,12 +394,19 @@ def simulate(
     duration_s: float | None = None,
     warmup: float = 0.1,
     overhead_s: float = 0.0,
+    path_s: float = 0.0,
     seed: int = 0,
 ) -> SimResult:
     """Run the model until ``n_requests`` requests were sent (or ``duration_s`` simulated), then
     let the requests in flight finish. The first ``warmup`` share of the requests (or of the
     time) is left out of the figures, as a measurement discards its ramp-up. The same seed gives
-    the same result."""
+    the same result.
+
+    ``overhead_s`` is added to every request's latency (and, closed loop, to each client's wait
+    before its next request); ``path_s`` is the time each request holds the *request path*, one
+    FIFO stage every request passes before it reaches the queue (the client, gRPC and Triton's
+    frontend sharing the host's CPUs): at most ``1 / path_s`` requests per second get through,
+    however large the batches, and requests wait for it as the load nears that."""
     classes: list[Arrivals] = (
         [arrivals] if isinstance(arrivals, OpenLoop | ClosedLoop | Replay) else list(arrivals)
     )
@@ -409,6 +422,9 @@ def simulate(
         raise ValueError(f"simulate: warmup {warmup} is a share of the run, in [0, 1)")
     if overhead_s < 0:
         raise ValueError(f"simulate: overhead_s {overhead_s} is negative")
+    if path_s < 0:
+        raise ValueError(f"simulate: path_s {path_s} is negative")
+    path_free = 0.0  # when the request path is next free
 
     batching = config.batching
     mbs = max(1, config.max_batch_size)
@@ -616,6 +632,20 @@ def simulate(
             queued -= take
             start(now, batch, got)
 
+    def enter(k: int, client: int, now: float, sent_at: float, measured: bool) -> bool:
+        """A request reaches the queue (or is rejected by a full one); True when queued."""
+        nonlocal queued
+        timeout = c_timeout[k]
+        deadline = now + timeout if timeout else math.inf
+        req = (now, c_batch[k], k, client, deadline, measured, sent_at)
+        normal, delayed = levels[c_level[k]]
+        if max_queue and len(normal) + len(delayed) >= max_queue:
+            reject(req, now)
+            return False
+        normal.append(req)
+        queued += 1
+        return True
+
     dirty = False
     while heap:
         now, _, kind, data = pop(heap)
@@ -631,24 +661,24 @@ def simulate(
                 t_last = now
                 if measured:
                     sent[k] += 1
-                timeout = c_timeout[k]
-                req = (now, c_batch[k], k, client, now + timeout if timeout else math.inf, measured)
-                normal, delayed = levels[c_level[k]]
-                if max_queue and len(normal) + len(delayed) >= max_queue:
-                    reject(req, now)
+                if path_s:
+                    path_free = max(now, path_free) + path_s
+                    push(heap, (path_free, seq, _ENTER, (k, client, now, measured)))
+                    seq += 1
                 else:
-                    normal.append(req)
-                    queued += 1
-                    dirty = True
+                    dirty |= enter(k, client, now, now, measured)
                 if not isinstance(classes[k], ClosedLoop):
                     next_arrival(k, client, now)
+        elif kind == _ENTER:
+            k, client, sent_at, measured = data
+            dirty |= enter(k, client, now, sent_at, measured)
         elif kind == _DONE:
             inst, batch = data
             for req in batch:
                 k = req[2]
                 done_times.append((now, k))
                 if req[5]:
-                    lat[k].append(now - req[0] + overhead_s)
+                    lat[k].append(now - req[6] + overhead_s)
                 client_next(k, req[3], now + overhead_s)
             idle.append(inst)
             busy -= 1
@@ -780,6 +810,7 @@ def operating_point(
     n_requests: int = 2000,
     warmup: float = 0.1,
     overhead_s: float = 0.0,
+    path_s: float = 0.0,
     max_rejected_share: float = 0.0,
     precision: float = 0.02,
     seed: int = 0,
@@ -808,13 +839,16 @@ def operating_point(
             arrivals = ClosedLoop(int(load), request_batch=request_batch)
         else:
             arrivals = OpenLoop(load, cv=cv, request_batch=request_batch)
+        # Closed loop: every client sends several requests, so the figures are not the start-up.
+        count = max(n_requests, CLIENT_ROUNDS * int(load)) if mode == "concurrency" else n_requests
         result = simulate(
             curve,
             config,
             arrivals,
-            n_requests=n_requests,
+            n_requests=count,
             warmup=warmup,
             overhead_s=overhead_s,
+            path_s=path_s,
             seed=seed,
         )
         ok = result.p99_s <= slo_p99_s and result.rejected_share <= max_rejected_share
@@ -848,6 +882,8 @@ def operating_point(
         raise ValueError(f"operating_point: mode {mode!r} is not 'concurrency' or 'rate'")
 
     top_rate = max_load if max_load is not None else capacity(curve, config, request_batch)
+    if path_s:
+        top_rate = min(top_rate, 1 / path_s)
     if not top_rate > 0:
         raise ValueError(f"operating_point: max_load {max_load}; expected > 0 requests/s")
     rate = top_rate / 64

@@ -87,6 +87,10 @@ class SettingCalibration:
     """Coefficient of variation of one execution's time (every size alike)."""
     overhead_s: float
     """Time a request spends outside Triton's queue and compute: client, gRPC, network."""
+    path_s: float = 0.0
+    """Time each request holds the request path (client, gRPC, Triton's frontend on shared
+    CPUs): ``1 /`` the fastest calibration level's request rate when the instances were often
+    idle in it (the path, not the model, limited it); 0 when the model did."""
     levels: int = 0
     """Load levels measured for it."""
     seconds: float = 0.0
@@ -107,6 +111,7 @@ class SettingCalibration:
             "points": [[p.batch_size, p.mean_s, p.executions] for p in self.points],
             "cv": self.cv,
             "overhead_s": self.overhead_s,
+            "path_s": self.path_s,
             "levels": self.levels,
             "seconds": self.seconds,
         }
@@ -118,6 +123,7 @@ class SettingCalibration:
             points=tuple(BatchPoint(int(b), float(m), int(n)) for b, m, n in data["points"]),
             cv=float(data["cv"]),
             overhead_s=float(data["overhead_s"]),
+            path_s=float(data.get("path_s", 0.0)),
             levels=int(data.get("levels", 0)),
             seconds=float(data.get("seconds", 0.0)),
         )
@@ -144,6 +150,7 @@ class Prediction:
 
     curve: ServiceCurve
     overhead_s: float
+    path_s: float
     measured: bool
     """The setting itself was calibrated (else: composed from one-knob ratios)."""
     sources: tuple[str, ...]
@@ -171,7 +178,7 @@ class Calibration:
         correction (:mod:`tritontune.predict.strategy`) catches where they don't."""
         own = self.settings.get(setting_key(setting))
         if own is not None:
-            return Prediction(own.curve(), own.overhead_s, True, (own.key,))
+            return Prediction(own.curve(), own.overhead_s, own.path_s, True, (own.key,))
         reference = self.settings.get(setting_key(self.reference))
         if reference is None:
             raise KeyError("the reference setting is not calibrated")
@@ -179,6 +186,7 @@ class Calibration:
         means = dict(base)
         sources = [reference.key]
         overhead = reference.overhead_s
+        path = reference.path_s
         cv = reference.cv
         for name, value in setting.items():
             if self.reference.get(name) == value:
@@ -191,8 +199,9 @@ class Calibration:
             ratio = _ratios(base, theirs)
             means = {b: m * ratio(b) for b, m in means.items()}
             cv = max(cv, one.cv)
+            path = max(path, one.path_s)  # the slowest path of those it is composed from
         curve = ServiceCurve({b: (m, m * cv) for b, m in sorted(means.items())})
-        return Prediction(curve, overhead, False, tuple(sources))
+        return Prediction(curve, overhead, path, False, tuple(sources))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -34,10 +34,18 @@ from tritontune.serving.bench import Bench
 #: Short levels: only Triton's per-batch compute time is read from most of them, which needs
 #: executions, not a stable p99.
 CALIBRATION_MEASURE = MeasureSettings(
-    warmup_s=0.3, window_s=0.5, min_window_requests=30, stable_windows=2, max_windows=3, extra_windows=1
+    warmup_s=0.2, window_s=0.4, min_window_requests=30, stable_windows=2, max_windows=2, extra_windows=1
 )
 #: The highest concurrency a calibration level uses.
 MAX_CALIBRATION_CONCURRENCY = 512
+#: Concurrency grows by this factor from one calibration level to the next.
+LEVEL_STEP = 4
+#: A service time's coefficient of variation is taken as at most this (a busy second at
+#: concurrency 1 would otherwise give every execution a heavy tail).
+MAX_CV = 1.0
+#: The fastest level was limited by the request path (client, gRPC, Triton's frontend), not the
+#: instances, when they were busy less than this share of its time.
+PATH_BOUND_BUSY = 0.85
 
 
 def calibration_point(setting: Mapping[str, Any], max_batch_size: int) -> dict[str, Any]:
@@ -55,14 +63,17 @@ def calibration_point(setting: Mapping[str, Any], max_batch_size: int) -> dict[s
 
 
 def calibration_loads(instances: int, max_batch_size: int) -> list[int]:
-    """Concurrency 1, then ``k, 2k, 4k, ...`` up to ``2 x max_batch_size x k``."""
+    """Concurrency 1, then ``k, 4k, 16k, ...`` and finally ``2 x max_batch_size x k`` (every
+    instance with a full batch and another waiting)."""
     loads = [1]
     top = min(2 * max(max_batch_size, 1) * instances, MAX_CALIBRATION_CONCURRENCY)
     load = instances
-    while load <= top:
+    while load < top:
         if load not in loads:
             loads.append(load)
-        load *= 2
+        load *= LEVEL_STEP
+    if top not in loads:
+        loads.append(top)
     return loads
 
 
@@ -82,6 +93,7 @@ def calibrate_setting(
     instances = int(setting.get("instance_count", 1) or 1)
     samples: list[tuple[int, int, float]] = []
     overhead_s, cv, levels = 0.0, 0.0, 0
+    fastest, busy_at_fastest = 0.0, 1.0
     for load in calibration_loads(instances, max_batch_size):
         measured = bench.measure(LoadSpec.concurrency(load), settings)
         levels += 1
@@ -94,17 +106,24 @@ def calibrate_setting(
         if load == 1:
             inside = server.avg_queue_s + server.avg_compute_s
             overhead_s = max(0.0, measured.latency.mean - inside)
-            cv = lognormal_cv(measured.latency.p50 - overhead_s, measured.latency.p99 - overhead_s)
+            cv = min(lognormal_cv(measured.latency.p50, measured.latency.p99), MAX_CV)
+        if measured.request_rate > fastest and server.requests:
+            fastest = measured.request_rate
+            compute_s = sum(b.compute_ns for b in server.batches) / 1e9
+            busy_at_fastest = compute_s * measured.request_rate / server.requests / instances
     points = fit_points(samples)
     if not points:
         raise ServerError(
             "the server reported no per-batch-size statistics (batch_stats), which calibration needs"
         )
+    # The request path limited the fastest level when the instances were often idle in it.
+    path_bound = fastest > 0 and busy_at_fastest < PATH_BOUND_BUSY
     return SettingCalibration(
         setting=dict(setting),
         points=points,
         cv=cv,
         overhead_s=overhead_s,
+        path_s=1 / fastest if path_bound else 0.0,
         levels=levels,
         seconds=time.monotonic() - started,
     )

@@ -28,10 +28,11 @@ from typing import Any
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.measure.loadgen import LoadMode
-from tritontune.predict.batcher import BatcherConfig, ServiceCurve, operating_point
+from tritontune.predict.batcher import BatcherConfig, operating_point
 from tritontune.predict.calibration import (
     EXECUTION_KNOBS,
     Calibration,
+    Prediction,
     execution_setting,
     setting_key,
 )
@@ -199,7 +200,7 @@ def rank_space(
             continue
         config = batcher_config_of(build(point))
         candidates.append(
-            (_capacity(prediction.curve, config, request_batch), point, setting, prediction, config)
+            (_capacity(prediction, config, request_batch), point, setting, prediction, config)
         )
     candidates.sort(key=lambda c: -c[0])
     best: list[Predicted] = []
@@ -215,6 +216,7 @@ def rank_space(
             mode="rate" if load_mode == LoadMode.RATE else "concurrency",
             request_batch=request_batch,
             overhead_s=prediction.overhead_s,
+            path_s=prediction.path_s,
             max_load=max_load,
         )
         if load <= 0:
@@ -235,14 +237,18 @@ def rank_space(
     return Ranking(best, simulated, len(candidates), time.monotonic() - started)
 
 
-def _capacity(curve: ServiceCurve, config: BatcherConfig, request_batch: int) -> float:
-    """Inferences per second with every instance busy at its best batch: an upper bound of any
-    load's throughput, for pruning (the best batch need not be the largest)."""
+def _capacity(prediction: Prediction, config: BatcherConfig, request_batch: int) -> float:
+    """Inferences per second with every instance busy at its best batch (and no more than the
+    request path lets through): an upper bound of any load's throughput, for pruning (the best
+    batch need not be the largest)."""
+    curve = prediction.curve
     if not config.batching:
-        return config.instances * request_batch / curve.mean(request_batch)
-    largest = max(config.max_batch_size // request_batch, 1) * request_batch
-    sizes = range(request_batch, largest + 1, request_batch)
-    return config.instances * max(size / curve.mean(size) for size in sizes)
+        best = config.instances * request_batch / curve.mean(request_batch)
+    else:
+        largest = max(config.max_batch_size // request_batch, 1) * request_batch
+        sizes = range(request_batch, largest + 1, request_batch)
+        best = config.instances * max(size / curve.mean(size) for size in sizes)
+    return min(best, request_batch / prediction.path_s) if prediction.path_s else best
 
 
 @dataclass
