@@ -76,3 +76,22 @@ def test_decide_never_gives_throughput_to_the_simpler_when_uncertain_or_behind()
 
 def test_decide_on_nothing():
     assert decide({}).winner is None
+
+
+def test_the_workload_verdict_is_the_same_rule_and_never_trades_work_for_anything():
+    from tritontune.measure.traffic import Layout
+    from tritontune.study.figures import Finalist
+    from tritontune.study.records import WorkloadFinal
+
+    def finalist(trial: int | None, served: tuple[float, ...]) -> Finalist:
+        return Finalist(trial, {}, tuple(s / 2 for s in served), Layout.SHARED, served=served)
+
+    clear = finalist(1, (104.0, 97.0, 112.0))
+    swinging = finalist(2, (110.0, 90.0, 100.0))
+    base = finalist(None, (50.0, 50.0, 50.0))
+    final = WorkloadFinal.decided((swinging, clear, base))
+    assert final.winner == clear
+    assert final.duets["trial 2"].order == Order.UNCERTAIN and final.uncertain == ["trial 2"]
+    assert final.duets["baseline"].order == Order.BEHIND
+    written = final.to_dict()["finalists"]
+    assert written[2]["versus_winner"]["order"] == "behind" and "versus_winner" not in written[1]
