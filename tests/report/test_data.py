@@ -70,3 +70,21 @@ def test_gpu_figures_are_shown_per_gpu_or_their_absence_said(example_repository:
     page = render_report(data, optuna.create_study())
     assert "GPU memory used (max over the level) against p99" in page and NO_GPUS not in page
     assert NO_GPUS in render_report(cpu_only, optuna.create_study())
+
+
+def test_the_playoff_table_shows_each_contenders_duet_with_the_winner(example_repository: Path):
+    import optuna
+
+    from tests.search.test_playoff import SIMPLE, contender, play, scripted
+    from tritontune.report.html import render_report
+
+    data = collect(read_study(make_study(example_repository, [3000, 6000])))
+    for r in data.top:
+        r.knobs.setdefault("instance_group", [{"count": 1, "kind": "KIND_CPU"}])
+    figures = {1: [93, 95, 97], 2: [97, 104, 112], None: [50, 50, 50]}
+    data.playoff = play(
+        scripted(figures), [contender(1, simplicity=SIMPLE), contender(2), contender(None)]
+    )
+    page = render_report(data, optuna.create_study())
+    assert "vs winner, paired" in page and "x0.91 [0.87-0.96] over 3 rounds: behind" in page
+    assert "within ±3 %" in page

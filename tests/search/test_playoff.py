@@ -1,5 +1,5 @@
 """The playoff on scripted measurements: interleaving, medians and intervals, the hold rule with
-its step down, the tie rule, and the gain within rounds."""
+its step down, the duets with their extra rounds and the tie rule, and the gain within rounds."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ from tritontune.errors import ServerDiedError
 from tritontune.measure.interference import Interference
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
-from tritontune.search.playoff import HOLD_MARGIN, Contender, held, pick_winner, run_playoff
+from tritontune.search.playoff import (
+    HOLD_MARGIN,
+    MAX_EXTRA_ROUNDS,
+    Contender,
+    held,
+    pick_winner,
+    run_playoff,
+)
+from tritontune.study.duet import Order
 from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure
 
 SLO = 0.05
@@ -92,18 +100,71 @@ def test_winner_on_medians_with_intervals_and_gain_within_rounds():
     assert result.baseline is not None and result.baseline.held
 
 
-def test_overlapping_intervals_are_a_tie_won_by_the_simpler_config():
-    figures = {1: [1000, 1180, 1100], 2: [1150, 1050, 1120], None: [500, 500, 500]}
-    session = ScriptedSession(lambda who, load, n: (figures[who][n], 0.02))
-    contenders = [
-        contender(1, simplicity=(1.0, 32.0, 500.0)),  # one instance
-        contender(2, simplicity=(2.0, 16.0, 100.0)),  # two instances: dearer
-        contender(None),
-    ]
-    result = play(session, contenders)
+def scripted(figures: dict[int | None, list[float]]) -> ScriptedSession:
+    """Each contender's throughput in its successive measurements (p99 well under the SLO)."""
+    return ScriptedSession(lambda who, load, n: (figures[who][n], 0.02))
+
+
+SIMPLE, DEAR = (1.0, 32.0, 500.0), (2.0, 16.0, 100.0)  # one instance; two instances
+
+
+def test_ahead_in_every_round_wins_though_the_ranges_overlap_and_it_is_dearer():
+    # all-MiniLM-L6-v2: 95 [93-97] against 104 [97-112], the larger ahead in every round; the
+    # overlapping ranges used to make it a tie, which went to the simpler (and slower) config
+    figures = {1: [93, 95, 97], 2: [97, 104, 112], None: [50, 50, 50]}
+    session = scripted(figures)
+    result = play(
+        session, [contender(1, simplicity=SIMPLE), contender(2, simplicity=DEAR), contender(None)]
+    )
+    assert result.entry(1).throughput.overlaps(result.entry(2).throughput)
+    assert result.winner == 2 and result.tied == () and result.uncertain == ()
+    versus = result.entry(1).versus_winner
+    assert versus is not None and versus.order == Order.BEHIND and versus.high == pytest.approx(93 / 97)
+    assert result.entry(2).versus_winner is None  # the winner
+    assert result.extra_rounds == 0 and len(session.order) == 9
+
+
+def test_within_margin_every_round_is_a_tie_won_by_the_simpler_config():
+    figures = {1: [1000, 1180, 1100], 2: [1008, 1190, 1105], None: [500, 500, 500]}
+    result = play(
+        scripted(figures),
+        [contender(1, simplicity=SIMPLE), contender(2, simplicity=DEAR), contender(None)],
+    )
     assert result.entry(2).throughput.median > result.entry(1).throughput.median
-    assert set(result.tied) == {1, 2}
-    assert result.winner == 1  # tied, and simpler
+    assert result.tied == (2, 1)  # the leader, then those within margin of it
+    assert result.winner == 1  # within 1 % in every round, and simpler
+    versus = result.entry(2).versus_winner
+    assert versus is not None and versus.order == Order.WITHIN_MARGIN
+    assert versus.median == pytest.approx(1008 / 1000)
+
+
+def test_an_uncertain_order_gets_extra_rounds_then_the_higher_median_wins():
+    # trial 2 swings around trial 1's steady figure; the order stays uncertain
+    figures = {1: [1000] * 6, 2: [1100, 950, 1060, 940, 1080, 930], None: [500] * 3}
+    session = scripted(figures)
+    result = play(
+        session, [contender(1, simplicity=SIMPLE), contender(2, simplicity=DEAR), contender(None)]
+    )
+    assert result.extra_rounds == MAX_EXTRA_ROUNDS == 3
+    assert session.order == [1, 2, None] * 3 + [2, 1] * 3  # the leader and the uncertain, no baseline
+    assert result.winner == 2  # the higher median (1005 over 6 rounds), not the simpler
+    assert result.uncertain == (1,) and result.tied == ()
+    one = result.entry(1)
+    assert len(one.rounds) == 6 and one.versus_winner is not None
+    assert one.versus_winner.order == Order.UNCERTAIN and one.versus_winner.rounds == 6
+    assert any("trial 1 against trial 2" in n and "uncertain" in n for n in result.notes)
+    assert one.gain == Interval(1.0, 1.0, 1.0)  # against the baseline of the stage's rounds only
+
+
+def test_extra_rounds_stop_once_the_order_is_told():
+    # 5 rounds: 0.96-1.01, uncertain; a 6th lets the interval drop the extremes: within margin
+    two = [1000.0] * 6
+    one = [960.0, 980.0, 990.0, 1000.0, 1010.0, 990.0]
+    session = scripted({1: one, 2: two, None: [500] * 5})
+    contenders = [contender(1, simplicity=SIMPLE), contender(2, simplicity=DEAR), contender(None)]
+    result = play(session, contenders, rounds=5)
+    assert result.extra_rounds == 1 and result.uncertain == ()
+    assert result.tied == (2, 1) and result.winner == 1
 
 
 def test_clearly_better_config_wins_even_if_dearer():
@@ -127,8 +188,11 @@ def test_a_contender_over_the_slo_steps_down_until_it_holds():
     assert result.stages == 2
     assert any("loads tried 16, 12" in note for note in result.notes)
     # the second stage re-measured only trial 1, with the baseline as the reference of its ratios
-    assert session.order[9:] == [1, None, 1, None, 1, None]
+    assert session.order[9:15] == [1, None, 1, None, 1, None]
     assert one.gain is not None
+    # trials 1 and 2 shared no round: their order is told in extra rounds of the two
+    assert session.order[15:] == [2, 1] * result.extra_rounds and result.extra_rounds == 1
+    assert result.tied == (2, 1) and result.entry(1).versus_winner.rounds == 1
 
 
 def test_a_contender_that_never_holds_is_never_the_winner():
@@ -195,4 +259,22 @@ def test_round_trip_through_dict():
 def test_pick_winner_ignores_the_baseline():
     base = PlayoffEntry(None, 8, True, (RoundFigure(9999, 0.01, 0.02, 0.01, 10, 0, True, True),), 0)
     worse = PlayoffEntry(1, 8, True, (RoundFigure(100, 0.01, 0.02, 0.01, 10, 0, True, True),), 0)
-    assert pick_winner([base, worse], {1: ()}) == (1, ())
+    verdict = pick_winner([base, worse], {1: ()})
+    assert (verdict.leader, verdict.winner, verdict.duets) == (1, 1, {})
+
+
+def test_a_study_made_before_duets_reads_back_and_pairs_by_position():
+    session = ScriptedSession(steady({1: 1000, 2: 1010, None: 500}))
+    data = play(session, [contender(1), contender(2), contender(None)]).to_dict()
+    for key in ("uncertain", "extra_rounds"):
+        del data[key]
+    for entry in data["entries"]:
+        entry.pop("versus_winner", None)
+        for r in entry["rounds"]:
+            del r["round"]
+    old = PlayoffResult.from_dict(data)
+    assert old.uncertain == () and old.extra_rounds == 0 and old.winner == 2
+    assert all(e.versus_winner is None for e in old.entries)
+    assert old.entry(1).by_round() == {0: 1000, 1: 1000, 2: 1000}
+    verdict = pick_winner(old.entries, {})
+    assert verdict.duets[1].rounds == 3 and verdict.duets[1].order == Order.WITHIN_MARGIN

@@ -58,6 +58,7 @@ from tritontune.search.optimize import (
     run_search,
 )
 from tritontune.search.playoff import (
+    MAX_EXTRA_ROUNDS,
     PLAYOFF_ROUNDS,
     PLAYOFF_TOP,
     Contender,
@@ -72,6 +73,7 @@ from tritontune.search.workload_search import WorkloadSearchSettings
 from tritontune.server.factory import LaunchSettings
 from tritontune.serving.server import failure_log_path
 from tritontune.serving.session import TuningSession, open_session
+from tritontune.study.duet import TIE_MARGIN
 from tritontune.study.figures import OperatingPoint
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
@@ -193,7 +195,13 @@ def search(
         ),
     ] = PLAYOFF_TOP,
     playoff_rounds: Annotated[
-        int, typer.Option(help="Interleaved rounds of the playoff.", min=1)
+        int,
+        typer.Option(
+            help="Interleaved rounds of the playoff (per stage; up to "
+            f"{MAX_EXTRA_ROUNDS} more of the leader and any contender whose order against it is "
+            "uncertain).",
+            min=1,
+        ),
     ] = PLAYOFF_ROUNDS,
     report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
     csv_out: CsvOption = None,
@@ -407,7 +415,8 @@ def _search_with_progress(
             names = ", ".join(c.label for c in contenders)
             bar.update(task, description="playoff", status="")
             err_console.print(
-                f"playoff: {names}, {rounds} interleaved rounds at their operating loads",
+                f"playoff: {names}, {rounds} interleaved rounds at their operating loads "
+                f"(up to {MAX_EXTRA_ROUNDS} more where an order is uncertain)",
                 highlight=False,
             )
 
@@ -558,6 +567,7 @@ def _print_playoff(outcome: SearchResult) -> None:
         "p99 ms",
         "vs baseline",
         "held",
+        "vs winner, paired",
         "vs screening",
     ):
         table.add_column(column, justify="left" if column == "config" else "right")
@@ -566,6 +576,7 @@ def _print_playoff(outcome: SearchResult) -> None:
         config = _config_text(trial) if trial else "the model's own config.pbtxt"
         mark = " (winner)" if entry.trial == playoff.winner and entry.trial is not None else ""
         mark += " (tied)" if entry.trial in playoff.tied and entry.trial != playoff.winner else ""
+        versus = entry.versus_winner
         ratio = entry.screening_ratio
         p99 = entry.p99_s
         table.add_row(
@@ -576,15 +587,25 @@ def _print_playoff(outcome: SearchResult) -> None:
             f"{ms(p99.median)} [{ms(p99.low)}-{ms(p99.high)}]",
             interval_text(entry.gain, percent=True) if entry.gain else "",
             "yes" if entry.held else "[red]no[/]",
+            versus.text() if versus is not None else "",
             f"{ratio:.2f}x" if ratio is not None else "",
         )
     console.print(table)
     if playoff.tied:
         console.print(
-            "tied (intervals overlap the top figure): trials "
+            f"tied (the interval of their per-round ratios to the highest median is within "
+            f"±{TIE_MARGIN:.0%}): trials "
             + ", ".join(map(str, playoff.tied))
             + "; the tie goes to the simplest config (fewer instances, smaller batches, "
             "shorter queue delay)",
+            highlight=False,
+        )
+    if playoff.uncertain:
+        console.print(
+            "[yellow]order uncertain[/]: trials "
+            + ", ".join(map(str, playoff.uncertain))
+            + f" against the highest median after {playoff.extra_rounds} extra round(s); "
+            "the higher median won",
             highlight=False,
         )
     for note in playoff.notes:

@@ -32,6 +32,7 @@ from tritontune.search.workload_search import (
     workload_space,
 )
 from tritontune.serving.session import TuningSession
+from tritontune.study.duet import Order
 from tritontune.study.figures import Finalist
 from tritontune.study.records import TrialResult
 
@@ -83,6 +84,13 @@ def search_workload(
             f"{winner.median / baseline.median:.2f}x the model's own config",
             highlight=False,
         )
+    for label, duet in result.final.duets.items():
+        if duet.order == Order.UNCERTAIN:
+            console.print(
+                f"[yellow]order uncertain[/]: {label} against the winner, {duet.text()} "
+                "(per-round ratios of infer/s served); the higher median won",
+                highlight=False,
+            )
     ratio = result.layout_ratio
     if ratio is not None:
         console.print(

@@ -236,6 +236,8 @@ def _playoff_record(pick: _Pick) -> dict | None:
         "disturbed_rounds": entry.disturbed_rounds,
         "winner": entry.trial == playoff.winner,
         "tied_with": [t for t in playoff.tied if t != entry.trial],
+        "versus_winner": entry.versus_winner.to_dict() if entry.versus_winner else None,
+        "order_uncertain": entry.trial in playoff.uncertain,
     }
 
 

@@ -10,14 +10,26 @@ The top candidates (default 3) and the baseline are measured again in interleave
   other re-tried ones and the baseline; after :data:`MAX_STAGES` stages it never held.
 - Figures are medians over the rounds with their min-max interval; the gain over the baseline is
   the median (and min-max) of the per-round ratios, each ratio taken within one round.
-- The winner has the highest median throughput among the held contenders; those whose intervals
-  overlap its interval are *tied* with it, and a tie goes to the simplest, cheapest config (fewer
-  instances, then smaller batches, then a shorter queue delay).
+- The held contenders are compared in *duets* (:mod:`tritontune.study.duet`): the *leader* (the
+  highest median throughput) and each other held contender by their paired per-round ratios,
+  each ratio taken within one round, with its median and interval (min-max with up to 5 rounds).
+  Their order is *within margin* when the whole interval is within ±3 %
+  (:data:`~tritontune.study.duet.TIE_MARGIN`), *ahead* or *behind* when it is all on one side of
+  1, else *uncertain*.
+- While the leader's order against some contenders is uncertain, the leader and just those are
+  measured in more interleaved rounds (one at a time, at their held loads, without the
+  baseline), at most :data:`MAX_EXTRA_ROUNDS`; the medians and duets then count every round.
+  The extra rounds refine the order, not the hold, which the stage's rounds decided.
+- Contenders within margin of the leader are *tied* with it, and a tie goes to the simplest,
+  cheapest config (fewer instances, then smaller batches, then a shorter queue delay). Against
+  any other contender the higher median wins, also when the order is still uncertain after the
+  extra rounds, and the result says so (:attr:`PlayoffResult.uncertain`, and a note).
 - A contender that never held is never the winner; when none held, there is no winner.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -28,7 +40,8 @@ from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.search.final_rounds import interleaved_rounds
 from tritontune.serving.bench import Bench
-from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure
+from tritontune.study.duet import Verdict, decide, duet, paired_ratios
+from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure, by_round
 
 #: Candidates from the search that enter the playoff (the baseline comes on top).
 PLAYOFF_TOP = 3
@@ -41,6 +54,9 @@ HOLD_MARGIN = 0.10
 STEP_DOWN = 0.8
 #: ...in at most this many stages in all.
 MAX_STAGES = 3
+#: Rounds measured after the stages, at most, while the leader's order against some contenders
+#: is uncertain (of the leader and those contenders only).
+MAX_EXTRA_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -78,18 +94,11 @@ def held(rounds: Sequence[RoundFigure], slo_p99_s: float) -> bool:
 
 def pick_winner(
     entries: Sequence[PlayoffEntry], simplicity: dict[int, tuple[float, ...]]
-) -> tuple[int | None, tuple[int, ...]]:
-    """The winner and the trials tied with the top figure (see the module docstring)."""
-    candidates = [e for e in entries if e.held and e.trial is not None]
-    if not candidates:
-        return None, ()
-    top = max(candidates, key=lambda e: e.throughput.median)
-    tied = [e for e in candidates if e.throughput.overlaps(top.throughput)]
-    winner = min(
-        tied,
-        key=lambda e: (simplicity.get(e.trial, ()) if e.trial is not None else (), -e.throughput.median),
-    )
-    return winner.trial, tuple(e.trial for e in tied if e.trial is not None and len(tied) > 1)
+) -> Verdict[int]:
+    """The leader, the winner and each other held contender's duet with the leader, over the
+    held contenders (the baseline is never one; see the module docstring)."""
+    held = {e.trial: e.by_round() for e in entries if e.held and e.trial is not None}
+    return decide(held, simplicity)
 
 
 def run_playoff(
@@ -111,15 +120,23 @@ def run_playoff(
     baseline = next((c for c in contenders if c.trial is None), None)
     pending = [c for c in contenders if c.trial is not None]
     stages = 0
+    numbered = 0  # rounds measured so far, every stage and extra round counted
+
+    def numbered_rounds(figures: list[RoundFigure]) -> list[RoundFigure]:
+        """The member's figures of the rounds just measured, with their rounds' numbers."""
+        return [dataclasses.replace(f, round_number=numbered + i + 1) for i, f in enumerate(figures)]
 
     def measure(contender: Contender) -> RoundFigure:
         spec = _spec(loads[contender.trial], integer)
         return RoundFigure.of(_measure(session, contender.variant, spec, settings.measure), slo_p99_s)
 
-    def report(stage: int) -> Callable[[int, Contender, RoundFigure | None], None] | None:
+    def report(
+        stage: int, after: int = 0
+    ) -> Callable[[int, Contender, RoundFigure | None], None] | None:
+        """Reports a stage's rounds (``after``: the rounds of the stage already reported)."""
         if on_round is None:
             return None
-        return lambda round_number, contender, figure: on_round(stage, round_number, contender, figure)
+        return lambda n, contender, figure: on_round(stage, after + n, contender, figure)
 
     for stage in range(1, MAX_STAGES + 1):
         members = pending + ([baseline] if baseline is not None else [])
@@ -127,7 +144,8 @@ def run_playoff(
             break
         stages = stage
         measured = interleaved_rounds(session, members, settings.rounds, measure, report(stage))
-        figures = {c.trial: measured.figures[i] for i, c in enumerate(members)}
+        figures = {c.trial: numbered_rounds(measured.figures[i]) for i, c in enumerate(members)}
+        numbered += settings.rounds
         errors = {members[i].trial: f"in the playoff: {reason}" for i, reason in measured.errors.items()}
         base_rounds = figures.get(None, []) if baseline is not None else []
         still = []
@@ -156,18 +174,43 @@ def run_playoff(
                     still.append(contender)
         pending = still
     simplicity = {c.trial: c.simplicity for c in contenders if c.trial is not None}
-    entries = [final[c.trial] for c in contenders if c.trial in final]
-    winner, tied = pick_winner(entries, simplicity)
+    by_trial = {c.trial: c for c in contenders}
+    verdict = pick_winner(list(final.values()), simplicity)
+    extra = 0
+    while verdict.uncertain and extra < MAX_EXTRA_ROUNDS:
+        extra += 1
+        members = [by_trial[t] for t in (verdict.leader, *verdict.uncertain)]
+        # reported as more rounds of the last stage
+        measured = interleaved_rounds(
+            session, members, 1, measure, report(stages, settings.rounds + extra - 1)
+        )
+        for i, member in enumerate(members):
+            entry = final[member.trial]
+            more = numbered_rounds(measured.figures[i])
+            error = measured.errors.get(i)
+            final[member.trial] = dataclasses.replace(
+                entry,
+                rounds=entry.rounds + tuple(more),
+                held=entry.held and error is None,
+                error=f"in the extra rounds: {error}" if error else entry.error,
+            )
+        numbered += 1
+        verdict = pick_winner(list(final.values()), simplicity)
+    entries = [
+        _versus(final[c.trial], final.get(verdict.winner)) for c in contenders if c.trial in final
+    ]
     ranked = sorted(entries, key=lambda e: (e.trial is None, not e.held, -e.throughput.median))
     return PlayoffResult(
         slo_p99_s=slo_p99_s,
         load_mode=load_mode,
         rounds=settings.rounds,
         entries=tuple(ranked),
-        winner=winner,
-        tied=tied,
+        winner=verdict.winner,
+        tied=verdict.tied,
         stages=stages,
-        notes=tuple(_notes(entries)),
+        notes=tuple(_notes(entries) + _order_notes(verdict, extra)),
+        uncertain=verdict.uncertain,
+        extra_rounds=extra,
     )
 
 
@@ -191,10 +234,36 @@ def _lower(load: float, integer: bool) -> float | None:
 
 def _gain(rounds: Sequence[RoundFigure], base: Sequence[RoundFigure]) -> Interval | None:
     """Per-round throughput ratios to the baseline of the same round, minus one."""
-    ratios = [
-        r.throughput / b.throughput - 1 for r, b in zip(rounds, base, strict=False) if b.throughput > 0
-    ]
-    return Interval.of(ratios) if ratios else None
+    ratios = paired_ratios(by_round(rounds), by_round(base))
+    return Interval.of([r - 1 for r in ratios]) if ratios else None
+
+
+def _versus(entry: PlayoffEntry, winner: PlayoffEntry | None) -> PlayoffEntry:
+    """``entry`` with its duet against the winner (held contenders other than the winner)."""
+    if winner is None or entry.trial is None or entry.trial == winner.trial or not entry.held:
+        return entry
+    lead = winner.throughput.median
+    versus = duet(
+        paired_ratios(entry.by_round(), winner.by_round()),
+        fallback=entry.throughput.median / lead if lead > 0 else 1.0,
+    )
+    return dataclasses.replace(entry, versus_winner=versus)
+
+
+def _order_notes(verdict: Verdict[int], extra: int) -> list[str]:
+    """What the duets said beyond the table: extra rounds, and an order left uncertain."""
+    notes = []
+    if extra:
+        notes.append(
+            f"{extra} extra round(s) of trial {verdict.leader} (the highest median) and the "
+            "contenders whose order against it was uncertain"
+        )
+    for trial in verdict.uncertain:
+        notes.append(
+            f"trial {trial} against trial {verdict.leader}: {verdict.duets[trial].text()} "
+            f"after {extra} extra round(s); the higher median won"
+        )
+    return notes
 
 
 def _notes(entries: Sequence[PlayoffEntry]) -> list[str]:

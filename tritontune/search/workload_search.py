@@ -22,8 +22,12 @@ After the budget, the top configs, the best shared one split into one endpoint p
 the baseline (the model's own config as
 it is) are measured again in interleaved rounds (:mod:`tritontune.search.final_rounds`), and the
 winner is the best median: one screening figure on a noisy machine picks a lucky config as often
-as a good one. Each finalist keeps the config text of every model it serves, so ``export`` writes
-exactly what was measured.
+as a good one. The winner is picked by the playoff's rule (:func:`tritontune.study.duet.decide`,
+through :func:`tritontune.study.verdict.workload_winner`), with no simplicity to break a tie:
+the most work served wins, and a finalist whose order against it the paired per-round ratios
+could not tell is stated as uncertain (no extra rounds: each round is a capacity ramp). Each
+finalist keeps the config text of every model it serves, so ``export`` writes exactly what was
+measured.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from tritontune.measure.gpu_metrics import GpuFigures, gpu_from_list, gpu_to_lis
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.measurement import Measurement, meets_slo
 from tritontune.measure.traffic import Layout
+from tritontune.study.duet import Duet
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,10 @@ class RoundFigure:
     """Its reported windows were taken while the machine was disturbed."""
     gpu: tuple[GpuFigures, ...] | None = None
     """Per-GPU figures of the round (None: the server reports no GPUs)."""
+    round_number: int | None = None
+    """Which playoff round it was measured in, numbered across stages and extra rounds: figures
+    of the same round were measured interleaved, and are compared as pairs (None: a study made
+    before rounds were numbered, whose contenders pair by position)."""
 
     @classmethod
     def of(cls, m: Measurement, slo_p99_s: float) -> RoundFigure:
@@ -221,7 +226,7 @@ class RoundFigure:
             "disturbance": self.disturbance,
             "disturbed": self.disturbed,
             "gpu": gpu_to_list(self.gpu),
-        }
+        } | ({} if self.round_number is None else {"round": self.round_number})
 
     @classmethod
     def from_dict(cls, data: dict) -> RoundFigure:
@@ -238,7 +243,13 @@ class RoundFigure:
             disturbance=data.get("disturbance"),
             disturbed=bool(data.get("disturbed", False)),
             gpu=gpu_from_list(data.get("gpu")),
+            round_number=data.get("round"),
         )
+
+
+def by_round(rounds: Sequence[RoundFigure]) -> dict[int, float]:
+    """Throughput by round number (by position in studies made before rounds were numbered)."""
+    return {i if r.round_number is None else r.round_number: r.throughput for i, r in enumerate(rounds)}
 
 
 @dataclass(frozen=True)
@@ -255,10 +266,18 @@ class PlayoffEntry:
     """Throughput over the baseline's in the same rounds, minus one; None without a baseline."""
     error: str | None = None
     """Why it could not be measured (a config that brought the server down)."""
+    versus_winner: Duet | None = None
+    """Its throughput over the winner's in the rounds both were measured in: the median ratio,
+    its interval and the decision (:mod:`tritontune.study.duet`); None for the winner, the
+    baseline, a contender that did not hold, and studies made before duets."""
 
     @property
     def label(self) -> str:
         return "baseline" if self.trial is None else f"trial {self.trial}"
+
+    def by_round(self) -> dict[int, float]:
+        """Its throughput by round, for pairing with another contender's (:func:`by_round`)."""
+        return by_round(self.rounds)
 
     @property
     def throughput(self) -> Interval:
@@ -330,7 +349,7 @@ class PlayoffEntry:
             "error": self.error,
             "throughput": self.throughput.to_dict(),
             "p99_ms": self.p99_s.scaled(1e3).to_dict(4),
-        }
+        } | ({} if self.versus_winner is None else {"versus_winner": self.versus_winner.to_dict()})
 
     @classmethod
     def from_dict(cls, data: dict) -> PlayoffEntry:
@@ -343,6 +362,7 @@ class PlayoffEntry:
             loads_tried=tuple(float(x) for x in data.get("loads_tried", ())),
             gain=Interval.from_dict(data["gain"]) if data.get("gain") else None,
             error=data.get("error"),
+            versus_winner=Duet.from_dict(data["versus_winner"]) if data.get("versus_winner") else None,
         )
 
 
@@ -358,9 +378,16 @@ class PlayoffResult:
     winner: int | None
     """The winning trial's number; None when no contender held its SLO."""
     tied: tuple[int, ...] = ()
-    """Trials whose interval overlapped the top figure's (the winner among them by simplicity)."""
+    """The leader (highest median) and the trials within margin of it in paired rounds, the
+    winner among them by simplicity; empty when none was within margin. (Studies made before
+    duets: the trials whose min-max interval overlapped the top figure's.)"""
     stages: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
+    uncertain: tuple[int, ...] = ()
+    """Trials whose order against the leader was still uncertain after the extra rounds (the
+    higher median won)."""
+    extra_rounds: int = 0
+    """Rounds measured after the stages, of the leader and the contenders it was uncertain of."""
 
     def entry(self, trial: int | None) -> PlayoffEntry | None:
         return next((e for e in self.entries if e.trial == trial), None)
@@ -387,6 +414,8 @@ class PlayoffResult:
             "stages": self.stages,
             "winner": self.winner,
             "tied": list(self.tied),
+            "uncertain": list(self.uncertain),
+            "extra_rounds": self.extra_rounds,
             "entries": [e.to_dict() for e in self.entries],
             "notes": list(self.notes),
         }
@@ -402,6 +431,8 @@ class PlayoffResult:
             tied=tuple(data.get("tied", ())),
             stages=int(data.get("stages", 1)),
             notes=tuple(data.get("notes", ())),
+            uncertain=tuple(data.get("uncertain", ())),
+            extra_rounds=int(data.get("extra_rounds", 0)),
         )
 
 

@@ -19,6 +19,7 @@ from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.traffic import Layout, Traffic
 from tritontune.study import verdict as verdicts
+from tritontune.study.duet import Duet, Order
 from tritontune.study.figures import (
     CapacityFigure,
     Finalist,
@@ -351,6 +352,17 @@ class WorkloadFinal:
         )
 
     @property
+    def duets(self) -> dict[str, Duet]:
+        """Each other finalist's work served over the winner's within each round, by label."""
+        verdict = verdicts.workload_verdict(self.finalists)
+        return {self.finalists[i].label: d for i, d in verdict.duets.items()}
+
+    @property
+    def uncertain(self) -> list[str]:
+        """The finalists whose order against the winner the rounds could not tell."""
+        return [label for label, d in self.duets.items() if d.order == Order.UNCERTAIN]
+
+    @property
     def gain(self) -> float | None:
         """The winner's median over the baseline's (same rounds)."""
         winner, baseline = self.winner, self.baseline
@@ -367,12 +379,15 @@ class WorkloadFinal:
         return shared.median / endpoints.median
 
     def to_dict(self) -> dict[str, Any]:
-        winner = self.winner
+        winner, duets = self.winner, self.duets
         return {
             "winner": winner.to_dict() if winner else None,
             "gain_over_baseline": self.gain,
             "shared_over_endpoints": self.layout_ratio,
-            "finalists": [f.to_dict() for f in self.finalists],
+            "finalists": [
+                f.to_dict() | ({"versus_winner": duets[f.label].to_dict()} if f.label in duets else {})
+                for f in self.finalists
+            ],
         }
 
     @classmethod

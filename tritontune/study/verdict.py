@@ -8,7 +8,11 @@ in its record:
   playoff figures (medians over interleaved rounds); what did not hold is left out;
 - without a playoff (``--playoff-top 0``, or older studies): the screening ranking, the winner
   at its confirmed point where an older study re-measured it and it held;
-- a workload study: the finalist with the best median total rate over the final rounds.
+- a workload study: the finalist with the most work served (median over the final rounds),
+  by the same rule as the playoff (:func:`tritontune.study.duet.decide`): finalists carry no
+  simplicity, so no tie ever gives work away, and each other finalist's duet with the winner
+  (paired per-round ratios) says whether that order was clear, within margin or uncertain. The
+  final rounds add no extra rounds: each is a whole capacity ramp per finalist.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tritontune.study.duet import Verdict, decide
 from tritontune.study.figures import Finalist, Interval, OperatingPoint, PlayoffEntry
 
 if TYPE_CHECKING:
@@ -86,6 +91,13 @@ def gain_over_baseline(baseline: OperatingPoint | None, throughput: float) -> fl
     return throughput / baseline.throughput - 1
 
 
+def workload_verdict(finalists: Sequence[Finalist]) -> Verdict[int]:
+    """The final rounds' verdict over the finalists, by their position in ``finalists`` (the
+    rounds pair by position: every finalist was measured in each round until it failed)."""
+    return decide({i: dict(enumerate(f.served or f.rates)) for i, f in enumerate(finalists)})
+
+
 def workload_winner(finalists: Sequence[Finalist]) -> Finalist | None:
     """The finalist with the most work served (median of its rounds; None: no finalists)."""
-    return max(finalists, key=lambda f: f.median, default=None)
+    winner = workload_verdict(finalists).winner
+    return None if winner is None else finalists[winner]

@@ -1,0 +1,201 @@
+"""Duets: two configs measured in the same interleaved rounds, compared round by round.
+
+Both verdicts (the playoff, :mod:`tritontune.search.playoff`, and the workload search's final
+rounds, :mod:`tritontune.search.workload_search`) measure their configs interleaved
+(A, B, base, A, B, base, ...), so a slow minute hits every config of a round alike. Two configs
+are therefore compared by their **paired ratios**: A's figure over B's *within each round*. The
+machine's drift between rounds cancels out of a ratio; it does not cancel out of two separate
+min-max ranges, which is why overlapping ranges said so little (95 seq/s [93-97] "tied" with
+104 [97-112], though the larger was ahead in every round).
+
+The statistics, kept simple on purpose (a playoff has 3 to 6 rounds):
+
+- the **median** of the ratios;
+- an **interval**: the sign test's interval for the median ratio, the k-th lowest to the k-th
+  highest ratio, with k as large as keeps its coverage at least :data:`COVERAGE`. The chance that
+  all n ratios fall on one side of the true median is 2 x 0.5^n, so with 3 to 5 rounds k is 1
+  (the min-max: 75 % coverage at 3 rounds, 94 % at 5) and with 6 rounds the lowest and highest
+  ratios are dropped (78 %). It assumes nothing of the noise's shape, which a handful of
+  rounds could not tell; a bootstrap or a t-interval from 3 rounds would pretend to more;
+- a **decision** (:class:`Order`), with :data:`TIE_MARGIN` the practical tie:
+
+  - *within margin*: the whole interval lies within ±3 % (1/1.03 to 1.03, so it reads the same
+    whichever config is on top): the two are as good as equal;
+  - *ahead* / *behind*: the whole interval is above (below) 1, and not within margin;
+  - *uncertain*: the interval holds 1 and reaches past the margin: more rounds could tell.
+
+:func:`decide` is the one rule both verdicts use: the **leader** is the config with the highest
+median; a config whose duet with the leader is *within margin* is tied with it, and among the
+tied the simplest wins (the caller's ``simplicity``, smallest first); against any other config,
+uncertain or not, the leader stays ahead: simplicity never buys a config throughput it may not
+have.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from tritontune.enums import TextEnum
+
+#: Two configs are as good as equal when their paired ratio is within this of 1 (both ends of its
+#: interval): the noise of one config measured again in the same rounds on a quiet machine.
+TIE_MARGIN = 0.03
+#: The least coverage of the ratio's interval (what the min-max gives with 3 rounds).
+COVERAGE = 0.75
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Order(TextEnum):
+    """How config A (the numerator of the ratios) compares with config B."""
+
+    AHEAD = "ahead"
+    BEHIND = "behind"
+    WITHIN_MARGIN = "within margin"
+    UNCERTAIN = "uncertain"
+
+
+@dataclass(frozen=True)
+class Duet:
+    """A over B in the rounds both were measured in: the median ratio, its interval and the
+    decision (see the module docstring). ``rounds`` 0: no round measured both (the ratio of their
+    medians stands in, and the order is uncertain)."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+    order: Order
+
+    @property
+    def tied(self) -> bool:
+        return self.order == Order.WITHIN_MARGIN
+
+    def text(self) -> str:
+        """``x1.09 [1.04-1.15] over 3 rounds: ahead``."""
+        if not self.rounds:
+            return f"x{self.median:.2f} (no round measured both): {self.order}"
+        spread = f"[{self.low:.2f}-{self.high:.2f}]"
+        return f"x{self.median:.2f} {spread} over {self.rounds} rounds: {self.order}"
+
+    def to_dict(self) -> dict:
+        return {  # unrounded: a study read back decides exactly as it did
+            "median": self.median,
+            "low": self.low,
+            "high": self.high,
+            "rounds": self.rounds,
+            "order": str(self.order),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Duet:
+        return cls(
+            float(data["median"]),
+            float(data["low"]),
+            float(data["high"]),
+            int(data["rounds"]),
+            Order(data["order"]),
+        )
+
+
+def paired_ratios(a: Mapping[int, float], b: Mapping[int, float]) -> list[float]:
+    """A's figure over B's in each round both were measured in (keyed by round); rounds where B
+    measured nothing are left out."""
+    return [a[r] / b[r] for r in a if r in b and b[r] > 0]
+
+
+def sign_interval(ratios: Sequence[float], coverage: float = COVERAGE) -> tuple[float, float]:
+    """The k-th lowest and k-th highest ratio, k as large as keeps ``coverage`` (at least 1: the
+    min-max when too few rounds reach it)."""
+    ordered = sorted(ratios)
+    n = len(ordered)
+    k = 1
+    while k < n - k and _sign_coverage(n, k + 1) >= coverage:
+        k += 1
+    return ordered[k - 1], ordered[n - k]
+
+
+def duet(ratios: Sequence[float], margin: float = TIE_MARGIN, fallback: float = 1.0) -> Duet:
+    """The median, interval and decision of A over B from their paired ratios (``fallback``: the
+    ratio to state when there are none)."""
+    if not ratios:
+        return Duet(fallback, fallback, fallback, 0, Order.UNCERTAIN)
+    low, high = sign_interval(ratios)
+    return Duet(float(statistics.median(ratios)), low, high, len(ratios), order_of(low, high, margin))
+
+
+def order_of(low: float, high: float, margin: float = TIE_MARGIN) -> Order:
+    """The decision for an interval of A/B (see the module docstring)."""
+    if 1 / (1 + margin) <= low and high <= 1 + margin:
+        return Order.WITHIN_MARGIN
+    if low > 1:
+        return Order.AHEAD
+    if high < 1:
+        return Order.BEHIND
+    return Order.UNCERTAIN
+
+
+@dataclass(frozen=True)
+class Verdict(Generic[K]):
+    """Who leads, who wins, and every other config against the leader (:func:`decide`)."""
+
+    leader: K | None
+    winner: K | None
+    duets: dict[K, Duet] = field(default_factory=dict)
+    """Each other config over the leader."""
+
+    @property
+    def tied(self) -> tuple[K, ...]:
+        """The leader and the configs within margin of it (empty when none is)."""
+        within = [k for k, d in self.duets.items() if d.tied]
+        return (self.leader, *within) if within and self.leader is not None else ()
+
+    @property
+    def uncertain(self) -> tuple[K, ...]:
+        """The configs whose order against the leader the rounds could not tell."""
+        return tuple(k for k, d in self.duets.items() if d.order == Order.UNCERTAIN)
+
+
+def decide(
+    rounds: Mapping[K, Mapping[int, float]],
+    simplicity: Mapping[K, tuple[float, ...]] | None = None,
+    margin: float = TIE_MARGIN,
+) -> Verdict[K]:
+    """The verdict over configs measured in interleaved rounds (``rounds``: each config's figure
+    by round; higher is better; see the module docstring for the rule). ``simplicity`` sorts the
+    simplest config first (missing: no config is simpler than another)."""
+    simplicity = simplicity or {}
+
+    def median(key: K) -> float:
+        figures = list(rounds[key].values())
+        return float(statistics.median(figures)) if figures else 0.0
+
+    def simplest_first(key: K) -> tuple[tuple[float, ...], float]:
+        return simplicity.get(key, ()), -median(key)
+
+    if not rounds:
+        return Verdict(None, None)
+    top = max(median(k) for k in rounds)
+    leader = min((k for k in rounds if median(k) == top), key=simplest_first)
+    lead = median(leader)
+    duets = {
+        key: duet(
+            paired_ratios(figures, rounds[leader]),
+            margin,
+            fallback=median(key) / lead if lead > 0 else 1.0,
+        )
+        for key, figures in rounds.items()
+        if key != leader
+    }
+    tied = [leader, *(k for k, d in duets.items() if d.tied)]
+    return Verdict(leader, min(tied, key=simplest_first), duets)
+
+
+def _sign_coverage(n: int, k: int) -> float:
+    """How often the k-th lowest to k-th highest of n values holds their median."""
+    tail = sum(math.comb(n, i) for i in range(k)) / 2**n
+    return 1 - 2 * tail
