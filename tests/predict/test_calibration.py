@@ -37,6 +37,16 @@ def test_recorded_statistics_pool_by_batch_size_and_drop_rare_sizes():
     assert points[1].mean_s == pytest.approx(0.009)
 
 
+def test_sizes_pool_into_power_of_two_bands_and_a_larger_batch_never_takes_less():
+    samples = [(3, 10, 0.030), (4, 30, 0.120), (5, 10, 0.050), (8, 10, 0.020)]
+    points = fit_points(samples)
+    # 3-4 pooled at their mean size 3.75 -> 4; 5-8 is faster than 3-4 (noise): pooled with it
+    assert [(p.batch_size, p.executions) for p in points] == [(5, 60)]
+    assert points[0].mean_s == pytest.approx(0.220 / 60)
+    rising = fit_points([(1, 10, 0.01), (2, 10, 0.015), (16, 10, 0.1)])
+    assert [p.batch_size for p in rising] == [1, 2, 16]
+
+
 def test_the_spread_is_a_lognormal_fitted_to_the_tail():
     sigma = 0.3
     p50, p99 = 0.01, 0.01 * math.exp(2.3263 * sigma)

@@ -18,8 +18,9 @@ from tests.fakes import SimulatedSession
 from tritontune.config.model_config import parse_config_text
 from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.config.variant import apply_variant
+from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
-from tritontune.predict.batcher import ServiceCurve, operating_point
+from tritontune.predict.batcher import ClosedLoop, ServiceCurve, operating_point, simulate
 from tritontune.predict.calibration import BatchPoint, Calibration, SettingCalibration
 from tritontune.predict.config import batcher_config_of
 from tritontune.search.optimize import SearchSettings, run_search
@@ -27,6 +28,7 @@ from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.predicted import Strategy
 from tritontune.search.ranking import Corrections, all_points, dimension_values, rank_space
 from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_model, what_if
 from tritontune.study.handle import TuningStudy
 
 ONE = {1: 0.004, 4: 0.007, 16: 0.018, 64: 0.065}
@@ -136,3 +138,86 @@ def test_measurements_correct_the_ranking():
     assert corrections.factor(ranking.predicted[0].setting) == pytest.approx(0.85)
     assert corrections.factor("another setting") == pytest.approx(0.85)  # the median of all
     assert Corrections().band("any") == 0.25
+
+
+def test_what_if_answers_come_from_the_study_alone(source, tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from tritontune.cli import app
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    settings = SearchSettings(
+        slo_p99_s=SLO,
+        trials=3,
+        storage=url,
+        study_name="p",
+        strategy=Strategy.PREDICT,
+        playoff=PlayoffSettings(top=0),
+        max_load=512,
+    )
+    run_search(SimulatedSession(source, CURVES), SPACE, settings)
+    model = study_model(TuningStudy.open_existing(url, "p"))
+    low, high = what_if(model, {"max_batch_size": 16, "instance_count": 1}, [2, 32])
+    assert low.point["max_batch_size"] == 16 and low.calibrated
+    assert low.p99_s < high.p99_s and low.throughput < high.throughput
+    # the truth at concurrency 32: batches of up to 16 on one instance
+    config = batcher_config_of(model.build(low.point))
+    truth_high = simulate(CURVES[1], config, ClosedLoop(32), n_requests=4000).throughput_ips
+    assert high.throughput == pytest.approx(truth_high, rel=high.band + 0.1)
+    at = at_slo(model, {"instance_count": 2})
+    assert at.p99_s <= SLO and at.point["instance_count"] == 2
+    tighter = best_for(model, SLO / 5, top=3)
+    assert len(tighter) == 3 and all(a.p99_s <= SLO / 5 for a in tighter)
+    with pytest.raises(InputError, match="unknown knob"):
+        parse_assignments(model.space, ["batch=3"])
+    assert parse_assignments(model.space, ["max_queue_delay=2ms"]) == {"max_queue_delay": 2000}
+
+    shown = CliRunner().invoke(
+        app,
+        ["predict", "--study", "p", "--storage", url, "--set", "max_batch_size=16", "--load", "2,32"],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "predicted (p, SLO p99 <= 50ms)" in shown.output and "calibrated" in shown.output
+    refused = CliRunner().invoke(app, ["predict", "--study", "p", "--storage", url, "--set", "x"])
+    assert refused.exit_code != 0 and "expected KNOB=VALUE" in refused.output
+
+
+def test_predict_needs_a_calibrated_study(source, tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from tritontune.cli import app
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    settings = SearchSettings(
+        slo_p99_s=SLO,
+        trials=1,
+        storage=url,
+        study_name="t",
+        sampler=optuna.samplers.RandomSampler(seed=1),
+        playoff=PlayoffSettings(top=0),
+    )
+    run_search(SimulatedSession(source, CURVES), SPACE, settings)
+    shown = CliRunner().invoke(app, ["predict", "--study", "t", "--storage", url, "--load", "4"])
+    assert shown.exit_code != 0 and "search it with --strategy predict first" in shown.output
+
+
+def test_the_report_compares_prediction_and_measurement(source, tmp_path: Path):
+    from tritontune.report.html import write_report
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    settings = SearchSettings(
+        slo_p99_s=SLO,
+        trials=3,
+        storage=url,
+        study_name="r",
+        strategy=Strategy.PREDICT,
+        playoff=PlayoffSettings(top=0),
+        max_load=512,
+    )
+    run_search(SimulatedSession(source, CURVES), SPACE, settings)
+    data = write_report(TuningStudy.open_existing(url, "r"), tmp_path / "r.html")
+    assert len(data.predictions) == 3
+    error = data.prediction_error
+    assert error is not None and error[0] < 0.15
+    html = (tmp_path / "r.html").read_text()
+    assert "Prediction against measurement" in html and "fig-prediction" in html

@@ -8,6 +8,7 @@ from tritontune.cli import (  # noqa: F401 - registers the commands
     _check,
     _export,
     _import_ma,
+    _predict,
     _profile,
     _report,
     _search,

@@ -131,17 +131,37 @@ class SettingCalibration:
 
 def fit_points(samples: Iterable[tuple[int, int, float]]) -> tuple[BatchPoint, ...]:
     """Batch points from ``(batch_size, executions, compute_s in all)`` samples of several load
-    levels (one size may appear in many): pooled per size, sizes with too few executions left out."""
-    pooled: dict[int, list[float]] = {}
+    levels: pooled into power-of-two bands of batch size (1, 2, 3-4, 5-8, ...: the handful of sizes
+    a curve needs, each from enough executions), a band's point at its executions' mean size and
+    mean time; bands with fewer than :data:`MIN_EXECUTIONS` are left out. A larger batch never
+    takes less time: where a band's mean is below the one before (noise), the two are pooled
+    (pool-adjacent-violators), so the curve the simulator interpolates is monotone."""
+    bands: dict[int, list[float]] = {}
     for size, executions, total_s in samples:
-        entry = pooled.setdefault(size, [0, 0.0])
-        entry[0] += executions
-        entry[1] += total_s
-    return tuple(
-        BatchPoint(size, total / count, int(count))
-        for size, (count, total) in sorted(pooled.items())
-        if count >= MIN_EXECUTIONS and total > 0
-    )
+        if executions <= 0 or total_s <= 0:
+            continue
+        band = bands.setdefault(max(size - 1, 0).bit_length(), [0, 0.0, 0.0])
+        band[0] += executions
+        band[1] += executions * size
+        band[2] += total_s
+    pooled: list[list[float]] = [
+        [count, sizes, total]
+        for _, (count, sizes, total) in sorted(bands.items())
+        if count >= MIN_EXECUTIONS
+    ]
+    monotone: list[list[float]] = []
+    for band in pooled:
+        monotone.append(band)
+        while (
+            len(monotone) > 1 and monotone[-1][2] / monotone[-1][0] < monotone[-2][2] / monotone[-2][0]
+        ):
+            last = monotone.pop()
+            monotone[-1] = [a + b for a, b in zip(monotone[-1], last, strict=True)]
+    points: dict[int, BatchPoint] = {}
+    for count, sizes, total in monotone:
+        size = max(1, round(sizes / count))
+        points[size] = BatchPoint(size, total / count, int(count))
+    return tuple(points[size] for size in sorted(points))
 
 
 @dataclass(frozen=True)

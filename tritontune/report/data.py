@@ -8,6 +8,7 @@ the study's trials and attributes.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +39,61 @@ class MeasuredPoint:
     """Per GPU over the level's windows; None where the server reported no GPUs."""
 
 
+@dataclass(frozen=True)
+class PredictionCheck:
+    """What ``--strategy predict`` said of a config before it was measured, and the measurement."""
+
+    trial: int
+    knobs: dict[str, Any]
+    predicted: float
+    """Inferences per second, with the correction the search had when it proposed the config."""
+    band: float
+    measured: float
+    predicted_p99_s: float
+    measured_p99_s: float
+
+    @property
+    def error(self) -> float:
+        """|predicted - measured| / measured, of the throughput."""
+        return abs(self.predicted / self.measured - 1) if self.measured else float("inf")
+
+    @property
+    def within_band(self) -> bool:
+        return self.error <= self.band
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial": self.trial,
+            "predicted": self.predicted,
+            "band": self.band,
+            "measured": self.measured,
+            "error": self.error,
+            "predicted_p99_ms": _ms(self.predicted_p99_s),
+            "measured_p99_ms": _ms(self.measured_p99_s),
+        }
+
+
+def prediction_checks(results: list[TrialResult]) -> list[PredictionCheck]:
+    """Every measured config a prediction was made for (trial order)."""
+    checks = []
+    for result in sorted(results, key=lambda r: r.number):
+        predicted, op = result.predicted, result.operating_point
+        if not predicted or op is None or not op.feasible:
+            continue
+        checks.append(
+            PredictionCheck(
+                trial=result.number,
+                knobs=result.knobs,
+                predicted=float(predicted["throughput"]),
+                band=float(predicted.get("band", 0.0)),
+                measured=op.throughput,
+                predicted_p99_s=float(predicted["p99_s"]),
+                measured_p99_s=op.p99_s,
+            )
+        )
+    return checks
+
+
 @dataclass
 class ReportData:
     study_name: str
@@ -66,6 +122,16 @@ class ReportData:
     gain: Interval | None = None
     """The winner's gain over the baseline (the playoff's per-round ratios)."""
     playoff: PlayoffResult | None = None
+    predictions: list[PredictionCheck] = field(default_factory=list)
+    """``--strategy predict``: each measured config's prediction (empty for other searches)."""
+
+    @property
+    def prediction_error(self) -> tuple[float, float] | None:
+        """Median and 90th percentile of the throughput predictions' errors."""
+        errors = sorted(check.error for check in self.predictions)
+        if not errors:
+            return None
+        return statistics.median(errors), errors[min(len(errors) - 1, int(0.9 * len(errors)))]
 
     @property
     def gpu_points(self) -> list[MeasuredPoint]:
@@ -115,6 +181,7 @@ class ReportData:
                 if p.on_frontier
             ],
             "capacity": self.capacity.to_dict() if self.capacity else None,
+            "predictions": [check.to_dict() for check in self.predictions],
             "warnings": self.warnings,
             "trials": self.trials,
             "gpu": [
@@ -243,6 +310,7 @@ def collect(
         figures=best_point.figures if best_point else "screening",
         gain=study.gain_of(best_point) if best_point else None,
         playoff=study.playoff,
+        predictions=prediction_checks(results),
     )
     point = data.best_point
     data.capacity = plan_capacity(point, headroom=headroom, peak=peak) if point else None

@@ -160,6 +160,35 @@ def gpu_figures(data: ReportData) -> tuple[go.Figure, go.Figure] | None:
     return memory, utilization
 
 
+def prediction_figure(data: ReportData) -> go.Figure | None:
+    """Predicted against measured throughput, one point per measured config, with the line where
+    they are equal (``--strategy predict`` only)."""
+    if not data.predictions:
+        return None
+    figure = go.Figure(layout=_LAYOUT)
+    top = max(max(c.predicted, c.measured) for c in data.predictions) * 1.1
+    figure.add_trace(
+        go.Scatter(x=[0, top], y=[0, top], mode="lines", name="predicted = measured",
+                   line={"dash": "dot", "color": "grey"})
+    )  # fmt: skip
+    figure.add_trace(
+        go.Scatter(
+            x=[c.measured for c in data.predictions],
+            y=[c.predicted for c in data.predictions],
+            error_y={"type": "data", "array": [c.predicted * c.band for c in data.predictions]},
+            mode="markers+text",
+            text=[str(c.trial) for c in data.predictions],
+            textposition="top center",
+            name="trial (band)",
+        )
+    )
+    figure.update_layout(
+        title="Predicted against measured throughput at the operating point",
+        xaxis_title="measured (infer/s)", yaxis_title="predicted (infer/s)",
+    )  # fmt: skip
+    return figure
+
+
 def _optuna_figures(study: optuna.Study) -> tuple[str | None, str | None, str | None]:
     """Optuna's history and importances, or why the importances can't be computed."""
     history = importances = note = None
@@ -190,6 +219,9 @@ def render_report(data: ReportData, study: optuna.Study) -> str:
         frontier=_figure_html(frontier_figure(data), "fig-frontier"),
         latency=_figure_html(latency_figure(data), "fig-latency"),
         gpu=[_figure_html(f, f"fig-gpu-{i}") for i, f in enumerate(gpu_figures(data) or ())],
+        prediction=_figure_html(figure, "fig-prediction")
+        if (figure := prediction_figure(data)) is not None
+        else None,
         history=history,
         importances=importances,
         importance_note=importance_note,

@@ -64,6 +64,8 @@ class Predicted:
     calibrated: bool
     """The setting was calibrated itself (else composed from one-knob calibrations)."""
     sources: tuple[str, ...] = ()
+    p50_s: float = float("nan")
+    mean_batch: float = float("nan")
 
     def to_dict(self, correction: float = 1.0, band: float = DEFAULT_BAND) -> dict[str, Any]:
         return {
@@ -73,6 +75,8 @@ class Predicted:
             "band": band,
             "load": self.load,
             "p99_s": self.p99_s,
+            "p50_s": self.p50_s,
+            "mean_batch": self.mean_batch,
             "setting": self.setting,
             "calibrated": self.calibrated,
             "sources": list(self.sources),
@@ -230,6 +234,8 @@ def rank_space(
                 p99_s=result.p99_s,
                 calibrated=prediction.measured,
                 sources=prediction.sources,
+                p50_s=result.p50_s,
+                mean_batch=result.mean_batch,
             )
         )
         best.sort(key=lambda p: -p.throughput)

@@ -209,6 +209,17 @@ class SearchSpace:
     def describe(self) -> dict[str, str]:
         return {name: dim.describe(DIMENSIONS[name]) for name, dim in self.dimensions.items()}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchSpace:
+        """The space :meth:`to_dict` wrote (a study keeps its space so)."""
+        dims: dict[str, Dimension] = {}
+        for name, value in data.items():
+            if isinstance(value, Mapping):
+                dims[name] = IntRange(int(value["min"]), int(value["max"]), bool(value.get("log")))
+            else:
+                dims[name] = Choice(tuple(value))
+        return cls(dims)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, dim in self.dimensions.items():
@@ -329,6 +340,13 @@ def space_file_output_kinds(source: SpaceSource) -> dict[str, OutputKind]:
             "or a mapping of output names to kinds"
         )
     return parse_output_kinds(value, what=f"{source.where}: accuracy_kind")
+
+
+def parse_knob(where: str, name: str, value: Any) -> Any:
+    """One value of knob ``name`` (as a space file gives it: ``2ms``, ``32``, ``true``)."""
+    if name not in _VALUE_PARSERS:
+        raise InputError(f"{where}: unknown knob {name!r}; known: {', '.join(_VALUE_PARSERS)}")
+    return _VALUE_PARSERS[name](where, value)
 
 
 def _parse_dimension(source: str, name: str, value: Any) -> Dimension:
