@@ -94,11 +94,7 @@ def table(
         by_class = [c.served_by_class() for c in capacities]
         at = [c.best for c in capacities if c.best is not None]
         p99 = [m.figures(interactive).latency.p99 * 1e3 for m in at]
-        share = [
-            m.figures(batch).request_rate / m.figures(batch).offered_rate
-            for m in at
-            if m.figures(batch).offered_rate
-        ]
+        share = [m.figures(batch).served_share for m in at if m.figures(batch).offered_rate]
         rows[name] = {
             "interactive_served": [b[interactive] for b in by_class],
             "batch_served": [b[batch] for b in by_class],

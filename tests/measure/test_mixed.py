@@ -113,6 +113,52 @@ def test_rates_count_only_the_span():
     assert f.answered() == 24
 
 
+def slow_class_stream(failed_in_span: int = 0) -> tuple[Stream, list[_Edge]]:
+    """A slow class over the span [10, 12): six replies land in it to requests sent before it
+    (1 s latency), ten requests are sent in it, the first eight answered in it and the last two
+    after it (logged later, as the run drains them); ``failed_in_span`` of the ten failed."""
+    s = stream()
+    log = s.log
+    for i in range(6):
+        log.record(10.0 + i / 10, 1.0, None)  # sent at 9.0 .. 9.5
+    sent = [10.0 + i / 5 for i in range(10)]  # 10.0 .. 11.8
+    log.scheduled += [9.0 + i / 10 for i in range(6)] + sent
+    for i, at in enumerate(sent):
+        error = "UNAVAILABLE" if i < failed_in_span else None
+        log.record(at + (0.1 if i < 8 else 0.5), 0.1 if i < 8 else 0.5, error)
+    return s, edges("batch", [(10.0, 0), (12.0, 14)])
+
+
+def test_the_served_share_counts_the_requests_sent_in_the_span():
+    """The ratio of the rates counts replies landing in the span (14 of 10 sent: "served
+    140 %"); the share counts the ten sent in it, served whenever they were answered."""
+    s, e = slow_class_stream()
+    f = _class_figures(s, BATCH, e, span=2.0)
+    assert f.request_rate / f.offered_rate == pytest.approx(1.4)  # what was shown before
+    assert f.served_share == 1.0
+    assert f.to_dict()["served_share"] == 1.0
+    s, e = slow_class_stream(failed_in_span=3)
+    assert _class_figures(s, BATCH, e, span=2.0).served_share == pytest.approx(0.7)
+
+
+def test_a_served_share_from_rates_alone_is_capped_at_one():
+    over = figures(latencies=[0.1] * 14, offered_rate=10.0)  # figures made without the log
+    assert over.sent_served is None and over.served_share == 1.0
+    assert figures(latencies=[0.1] * 6, offered_rate=10.0).served_share == pytest.approx(0.6)
+    assert figures(latencies=[], answered_rate=0.0, offered_rate=0.0).served_share == 1.0
+
+
+def test_a_min_served_share_judges_the_requests_sent_in_the_span():
+    """Replies to earlier requests must not lift a class over its floor: 7 of the 10 sent in
+    the span were served (70 %) though 11 replies landed in it."""
+    floor = dataclasses.replace(SHED_BATCH, min_served=ServedFloor(share=0.75))
+    s, e = slow_class_stream(failed_in_span=3)
+    f = dataclasses.replace(_class_figures(s, BATCH, e, span=2.0), errors={})
+    assert f.request_rate / f.offered_rate > 0.75
+    verdict = judge(floor, f)
+    assert not verdict.met and verdict.reason == "served 70% of its arrivals < min_served 75%"
+
+
 def test_throughput_is_request_rate_times_batch_size():
     s, e = filled_stream()
     f = _class_figures(s, BATCH, e, span=2.0)

@@ -6,7 +6,7 @@ model: throughput grows with load up to a capacity, latency follows Little's law
 
 import pytest
 
-from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, ServerSplit
 from tritontune.measure.stats import LatencyStats, WindowSummary
 from tritontune.search.operating_point import (
@@ -142,3 +142,66 @@ def test_a_walk_the_client_never_limits_says_so():
     op = find_operating_point(ModelledServer(), 0.050)
     assert not op.client_bound
     assert "client_bound" not in op.to_dict()  # old studies' form, unchanged
+
+
+class OpenLoopServer:
+    """Open loop: ``capacity`` req/s at most; p99 grows like a queue's with utilization
+    (``base_s`` unloaded, x 1 / (1 - u)), and past capacity the server falls behind."""
+
+    def __init__(self, capacity: float, base_s: float = 0.010):
+        self.capacity, self.base_s, self.calls = capacity, base_s, []
+
+    def __call__(self, load: LoadSpec) -> Measurement:
+        self.calls.append(load.value)
+        utilization = load.value / self.capacity
+        served = min(load.value, self.capacity)
+        p99 = self.base_s / (1 - min(utilization, 0.99))
+        return measurement(load, served, p99=p99, rate=served)
+
+
+def test_concurrency_starts_at_its_floor_so_an_infeasible_config_costs_one_level():
+    """Concurrency 1 is the floor: a config missing the SLO there is measured once, as before
+    the walk could step down, and says so without stepping."""
+    server = ModelledServer(service_s=0.2, capacity=5)
+    op = find_operating_point(server, 0.050, max_bisections=4)
+    assert server.calls == [1]
+    assert not op.feasible and len(op.levels) == 1
+
+
+def test_an_open_loop_start_over_the_slo_steps_down_and_bisects():
+    """Open loop at 450 req/s on a server whose p99 passes 50 ms past 80 % of 500 req/s (400
+    req/s): the first rate misses, the walk halves it (225 passes), then bisects between them to
+    the usual precision."""
+    server = OpenLoopServer(capacity=500.0)
+    op = find_operating_point(
+        server, 0.050, load_mode=LoadMode.RATE, start=450.0, max_load=10_000.0, max_bisections=3
+    )
+    assert server.calls[:2] == [450.0, 225.0]
+    assert len(server.calls) > 2 and all(225.0 < rate < 450.0 for rate in server.calls[2:])
+    assert op.feasible
+    assert op.load <= 400.0 < op.load * 1.25
+    assert op.p99_s <= 0.050
+    assert all(level.meets_slo == (level.load <= op.load) for level in op.levels)
+
+
+def test_an_open_loop_config_infeasible_down_to_the_floor():
+    """p99 over the SLO at any rate: six halvings to 1/64 of the start, then infeasible, by how
+    far the lowest rate was over (Optuna's constraint)."""
+    server = OpenLoopServer(capacity=500.0, base_s=0.080)
+    op = find_operating_point(server, 0.050, load_mode=LoadMode.RATE, start=128.0, max_load=10_000.0)
+    assert server.calls == [128.0 / 2**k for k in range(7)]
+    assert not op.feasible
+    lowest = 0.080 / (1 - 2.0 / 500.0)
+    assert op.slo_excess_s == pytest.approx(lowest - 0.050)
+    assert (
+        find_operating_point(
+            OpenLoopServer(500.0, base_s=0.080),
+            0.050,
+            load_mode=LoadMode.RATE,
+            start=128.0,
+            min_load=32.0,
+        )
+        .levels[0]
+        .load
+        == 32.0
+    )

@@ -3,7 +3,8 @@ modelled server: the interactive class's p99 grows as the total rate nears the s
 C and passes its SLO past 0.8 C; the best-effort class falls behind past C (or, where it may be
 shed, has its surplus rejected). Checked: the capacity found is within the bisection's precision
 of the true threshold and never a rate that failed, each rate is measured once and the levels
-come out ascending, an infeasible start, the cliff of a class, a shed class's saturation stopping
+come out ascending, a start above the capacity stepped down from (and an infeasible config, down
+to the floor), the cliff of a class, a shed class's saturation stopping
 the ramp (the figure is the work served, not the load offered), a ``min_served`` floor, and the
 JSON report."""
 
@@ -203,19 +204,86 @@ def test_levels_are_ascending_and_each_rate_measured_once_or_twice_if_it_missed(
     assert calls != sorted(calls)
 
 
-def test_infeasible_at_the_start():
+def test_a_start_above_the_capacity_steps_down_then_bisects():
+    """The first rate misses (the model is slower than the start assumed): the ramp halves it
+    until a rate passes, then bisects between that and the lowest rate that missed, to the same
+    precision as a ramp from below (before issue 24's fix this config scored 0)."""
+    threshold = CLIFF_UTILIZATION * 1000.0  # 800 req/s
     measure, calls = recording(modelled_server(1000.0))
+    found = find_traffic_capacity(measure, TRAFFIC, start=2000.0, precision=0.1)
+    # 2000 missed twice (confirmed), 1000 missed twice, 500 passed; then bisected in (500, 1000)
+    assert calls[:5] == [2000.0, 2000.0, 1000.0, 1000.0, 500.0]
+    assert all(500.0 < rate < 1000.0 for rate in calls[5:])
+    assert found.feasible and found.stepped_down
+    assert found.total_rate <= threshold <= found.total_rate * 1.1
+    assert found.levels[-1].total_rate == 2000.0  # the first level measured is kept
+    assert found.to_dict()["stepped_down"] is True
+
+
+def test_a_ramp_that_never_missed_did_not_step_down():
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=70.0)
+    assert not found.stepped_down
+    assert found.to_dict()["stepped_down"] is False
+
+
+def test_infeasible_down_to_the_floor():
+    """Every rate misses: the ramp steps down (each miss confirmed once) to 1/64 of the start and
+    stops there, a bounded number of measurements; only then is the capacity 0."""
+    measure, calls = recording(modelled_server(1.0))  # passes only under 0.8 req/s
     found = find_traffic_capacity(measure, TRAFFIC, start=2000.0)
-    assert calls == [2000.0, 2000.0]  # confirmed once, then nothing more is tried
-    assert not found.feasible
+    rates = [2000.0 / 2**k for k in range(7)]  # down to 31.25 = 2000 / 64
+    assert calls == [rate for rate in rates for _ in range(2)]
+    assert not found.feasible and found.stepped_down
     assert found.best is None
+    assert found.min_rate == pytest.approx(2000.0 / 64)
     assert found.total_rate == 0.0
     assert found.highest_rate == 0.0
     failure = found.failure()
-    assert failure.startswith("at 2000 req/s: ")
+    assert failure.startswith("at 31 req/s: ")  # the lowest rate tried
     assert "interactive: p99" in failure and "> 20 ms" in failure
-    assert "batch: answered 50% of its arrivals: a backlog is growing" in failure
+    assert "batch: answered 3% of its arrivals: a backlog is growing" in failure
+    assert failure.endswith("(every rate missed, stepping down from 2000 req/s)")
     assert "\n" not in failure
+
+
+def test_a_caller_given_floor_bounds_the_step_down():
+    measure, calls = recording(modelled_server(1.0))
+    found = find_traffic_capacity(measure, TRAFFIC, start=20.0, min_rate=4.0, confirm=0)
+    assert calls == [20.0, 10.0, 5.0, 4.0]  # halved, the last step clipped to the floor
+    assert not found.feasible and found.min_rate == 4.0
+    assert found.failure().startswith("at 4 req/s: ")
+
+
+def test_a_floor_at_the_start_tries_nothing_lower():
+    measure, calls = recording(modelled_server(1000.0))
+    found = find_traffic_capacity(measure, TRAFFIC, start=2000.0, min_rate=2000.0)
+    assert calls == [2000.0, 2000.0]  # confirmed once, then nothing more is tried
+    assert not found.feasible and not found.stepped_down
+    failure = found.failure()
+    assert failure.startswith("at 2000 req/s: ")
+    assert "batch: answered 50% of its arrivals: a backlog is growing" in failure
+    assert "every rate missed" not in failure
+
+
+def test_a_level_that_passes_on_its_confirmation_ends_the_step_down():
+    """A failing level is measured again before the ramp steps down from it: a one-off spike at
+    the start does not send the walk down."""
+    base = modelled_server(1000.0)
+    measure, calls = recording(base)
+
+    def flaky(rate: float) -> TrafficMeasurement:
+        m = measure(rate)
+        if len(calls) == 1:  # the start's first try spikes
+            f = m.classes[0]
+            spiked = class_figures(INTERACTIVE, offered=f.offered_rate, served=f.request_rate, p99=1.0)
+            m = TrafficMeasurement(rate, (spiked, m.classes[1]), span_s=SPAN, duration_s=SPAN)
+        return m
+
+    found = find_traffic_capacity(flaky, TRAFFIC, start=100.0)
+    assert calls[:3] == [100.0, 100.0, 200.0]  # confirmed, passed, then ramped up
+    assert found.remeasured[0] == 100.0
+    assert not found.stepped_down and found.feasible
+    assert min(calls) == 100.0
 
 
 def test_failure_names_the_first_failing_level():
@@ -365,7 +433,7 @@ def test_to_dict_is_json_serializable():
 
 
 def test_to_dict_when_infeasible():
-    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=2000.0)
+    found = find_traffic_capacity(modelled_server(1000.0), TRAFFIC, start=2000.0, min_rate=2000.0)
     out = json.loads(json.dumps(found.to_dict()))
     assert out["feasible"] is False
     assert out["best"] is None

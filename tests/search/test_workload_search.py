@@ -253,9 +253,9 @@ def test_a_finalists_rounds_start_at_half_its_capacity_in_the_search(session):
         assert len(levels) < len(screened.capacity.detail["levels"])
 
 
-def test_a_finalist_that_misses_its_warm_start_is_ramped_from_the_start_rate(session):
+def test_a_finalist_that_misses_its_warm_start_steps_down_from_it(session):
     """A config doing much worse in its rounds than in the search: the warm start misses, and
-    the ramp is walked again from the start rate, so the finalist still gets its capacity."""
+    the ramp steps down from it (halving), so the finalist still gets its capacity."""
     storage = optuna.storages.InMemoryStorage()
     first = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
     top = next(f for f in first.finalists if f.trial is not None and f.layout is Layout.SHARED)
@@ -264,7 +264,10 @@ def test_a_finalist_that_misses_its_warm_start_is_ramped_from_the_start_rate(ses
     again = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
     assert again.trials_this_run == 0  # the same study: only the final rounds ran again
     retried = again.last_capacity[top.label]
-    assert retried.feasible and retried.levels[0].total_rate == pytest.approx(20.0)
+    assert retried.feasible and retried.stepped_down
+    assert retried.levels[-1].total_rate == pytest.approx(screened / 2)  # the warm start, missed
+    assert retried.levels[0].total_rate < screened / 2
+    assert retried.min_rate == pytest.approx(20.0 / 64)  # the search's floor, not the start's
     assert screened and retried.highest_rate < screened / 2
 
 

@@ -115,8 +115,9 @@ def search(
     start_rate: Annotated[
         float,
         typer.Option(
-            help="With --workload: where each capacity ramp starts (total req/s); below what "
-            "the model can serve (a ramp whose first level misses finds no capacity).",
+            help="With --workload: where each capacity ramp starts (total req/s); best below "
+            "what the model can serve (a ramp whose first level misses steps down, halving, to "
+            "1/64 of it at most).",
             min=0.001,
         ),
     ] = DEFAULT_START_RATE,

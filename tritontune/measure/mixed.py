@@ -75,11 +75,29 @@ class ClassFigures:
     """The p99 of each window: the spread of the class's tail."""
     send_lag_p99_s: float | None = None
     error_examples: dict[str, str] = field(default_factory=dict)
+    sent_served: float | None = None
+    """Of the arrivals scheduled in the span, the share served successfully, whenever their reply
+    came (None: not counted; :attr:`served_share` then estimates it)."""
 
     @property
     def throughput(self) -> float:
         """Successful inferences per second."""
         return self.request_rate * self.batch_size
+
+    @property
+    def served_share(self) -> float:
+        """The share of the class's arrivals that were served (0..1).
+
+        Counted over the requests *sent* in the span (:attr:`sent_served`). The ratio of the
+        rates, :attr:`request_rate` / :attr:`offered_rate`, is not that: it counts the replies
+        that landed in the span, some to requests sent before it, and a slow class (a batch of 8
+        on a busy server) so showed "served 104 %". Where only the rates are known (figures made
+        elsewhere) it is that ratio, capped at 1 for the same reason."""
+        if self.sent_served is not None:
+            return self.sent_served
+        if self.offered_rate <= 0:
+            return 1.0
+        return min(1.0, self.request_rate / self.offered_rate)
 
     @property
     def rejected(self) -> int:
@@ -106,6 +124,7 @@ class ClassFigures:
             "offered_rate_per_s": round(self.offered_rate, 3),
             "request_rate_per_s": round(self.request_rate, 3),
             "throughput_infer_per_s": round(self.throughput, 3),
+            "served_share": round(self.served_share, 4),
             "latency_ms": self.latency.to_dict(),
             "p99_windows_ms": [round(p * 1e3, 4) for p in self.p99_windows],
             "rejected": self.rejected,
@@ -150,9 +169,7 @@ def judge(traffic_class: TrafficClass, figures: ClassFigures) -> ClassVerdict:
                 name, False, f"answered {kept_up:.0%} of its arrivals: a backlog is growing"
             )
     if traffic_class.min_served is not None:
-        short = traffic_class.min_served.shortfall(
-            figures.offered_rate, figures.request_rate, figures.batch_size
-        )
+        short = traffic_class.min_served.shortfall(figures.served_share, figures.throughput)
         if short:
             return ClassVerdict(name, False, short)
     shown = f"p99 {p99 * 1e3:.1f} ms"
@@ -359,6 +376,11 @@ def _class_figures(
         p99_windows.append(LatencyStats.from_samples(good).p99)
     scheduled = np.asarray(log.scheduled)
     offered = int(((scheduled >= first.at) & (scheduled < last.at)).sum()) if scheduled.size else 0
+    # the requests sent in the span and served, wherever in the log their reply is (latency runs
+    # from the scheduled send time): the served share of what the span offered, never over 1
+    sent_at = np.asarray(log.done_at) - np.asarray(log.latency)
+    succeeded = np.asarray([err is None for err in log.error], dtype=bool)
+    sent_ok = int(((sent_at >= first.at) & (sent_at < last.at) & succeeded).sum()) if len(log) else 0
     lag = float(np.percentile(log.send_lag, 99, method="higher")) if log.send_lag else None
     return ClassFigures(
         name=stream.name,
@@ -371,6 +393,8 @@ def _class_figures(
         p99_windows=tuple(p99_windows),
         send_lag_p99_s=lag,
         error_examples={k: log.error_examples.get(k, "") for k in errors},
+        # min(): a reply's send time is recomputed in floats, so an edge can count one too many
+        sent_served=min(1.0, sent_ok / offered) if offered else None,
     )
 
 

@@ -102,15 +102,14 @@ class ServedFloor:
     share: float | None = None
     infer_per_s: float | None = None
 
-    def shortfall(self, offered_rate: float, served_rate: float, batch_size: int) -> str | None:
-        """Why ``served_rate`` req/s of ``offered_rate`` falls short (one line), or None."""
+    def shortfall(self, served_share: float, inferences: float) -> str | None:
+        """Why a class that served ``served_share`` of its arrivals (0..1), ``inferences`` per
+        second, falls short (one line), or None."""
         if self.share is not None:
-            served = served_rate / offered_rate if offered_rate > 0 else 1.0
-            if served < self.share:
-                return f"served {served:.0%} of its arrivals < min_served {self.share:.0%}"
+            if served_share < self.share:
+                return f"served {served_share:.0%} of its arrivals < min_served {self.share:.0%}"
             return None
         assert self.infer_per_s is not None
-        inferences = served_rate * batch_size
         if inferences < self.infer_per_s:
             return f"served {inferences:,.1f} infer/s < min_served {self.infer_per_s:g}/s"
         return None

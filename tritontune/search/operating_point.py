@@ -4,7 +4,11 @@ Found with few measurements (background.md, "The method"): start at the lowest l
 geometrically (8x while p99 is under an eighth of the SLO, 4x while under half, else 2x), stop as
 soon as p99 crosses the SLO or throughput stops growing (past saturation more load only adds
 queueing), then bisect (twice at most) between the last load that met the SLO and the first that
-didn't.
+didn't. A first level that misses the SLO is stepped down from (halved) to a floor, then the gap
+bisected the same way: moot at concurrency 1, the floor itself; open loop, whose first rate is
+half of what one request at a time achieves, the floor is 1/64 of it
+(:func:`tritontune.search.ramp.ramp_and_bisect`). A config that misses even there is infeasible,
+by how far the lowest level measured was over the SLO.
 
 A load level *meets the SLO* when its p99 is at or under it, fewer than 1 % of its requests failed,
 and (open loop) the server completed at least 90 % of the offered rate; a server that falls behind
@@ -32,16 +36,18 @@ def find_operating_point(
     load_mode: LoadMode = LoadMode.CONCURRENCY,
     start: float = 1,
     max_load: float = 512,
+    min_load: float | None = None,
     precision: float = 0.25,
     max_bisections: int = 2,
 ) -> OperatingPoint:
     """Ramp, then bisect (:func:`tritontune.search.ramp.ramp_and_bisect`), calling ``measure``
     once per load level.
 
-    ``start`` is the lowest load (concurrency 1, or a request rate); ``precision`` ends the
-    bisection once the gap between passing and failing loads is that fraction of the passing one,
-    ``max_bisections`` bounds its steps (each one is a measurement; the throughput curve is flat
-    near the cliff, so finer steps buy little).
+    ``start`` is the first load (concurrency 1, or a request rate); when it misses the SLO the
+    walk steps down to ``min_load`` at most (None: concurrency 1, or 1/64 of the rate).
+    ``precision`` ends the bisection once the gap between passing and failing loads is that
+    fraction of the passing one, ``max_bisections`` bounds its steps (each one is a measurement;
+    the throughput curve is flat near the cliff, so finer steps buy little).
     """
     integer = load_mode == LoadMode.CONCURRENCY
 
@@ -63,10 +69,13 @@ def find_operating_point(
     def spec(load: float) -> LoadSpec:
         return LoadSpec.concurrency(int(load)) if integer else LoadSpec.rate(load)
 
-    ramp = ramp_and_bisect(lambda load: measure(spec(load)), rules, start=start, max_load=max_load)
+    ramp = ramp_and_bisect(
+        lambda load: measure(spec(load)), rules, start=start, max_load=max_load, min_load=min_load
+    )
     feasible = ramp.best is not None
+    # infeasible: the lowest level measured says how far the config is from the SLO
     point = _point(
-        slo_p99_s, load_mode, ramp.best or ramp.first, feasible=feasible, measured=ramp.levels()
+        slo_p99_s, load_mode, ramp.best or ramp.lowest, feasible=feasible, measured=ramp.levels()
     )
     return replace(point, client_bound=ramp.limited_at is not None)
 

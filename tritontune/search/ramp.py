@@ -5,11 +5,17 @@ point under a p99 SLO (:mod:`tritontune.search.operating_point`, load = concurre
 rate) and its capacity for a traffic mix (:mod:`tritontune.search.traffic_capacity`, load = the
 total request rate). The walk:
 
-1. measure ``start``; when it fails, there is nothing to find;
-2. ramp up geometrically (the step is the caller's, e.g. larger while far from the SLO) until a
-   load fails or the caller says more load only queues (``saturated``);
-3. bisect geometrically between the last load that passed and the first that failed, until the
-   gap is ``precision`` of the passing load or ``max_bisections`` steps were taken.
+1. measure ``start``;
+2. when it passed, ramp up geometrically (the step is the caller's, e.g. larger while far from
+   the SLO) until a load fails or the caller says more load only queues (``saturated``);
+   when it failed, step down instead (halving: :data:`DOWN_STEP`) until a load passes or the floor
+   ``min_load`` failed too (concurrency 1; a rate :data:`MIN_LOAD_FRACTION` of ``start`` unless the
+   caller says): only then is there nothing to find (:attr:`Ramp.stepped_down` says it stepped);
+3. bisect geometrically between the highest load that passed and the lowest that failed, until
+   the gap is ``precision`` of the passing load or ``max_bisections`` steps were taken.
+
+A start set too high for a slow model so costs a few levels, not the whole answer: a walk that
+started above what the config serves finds it below, within the same precision.
 
 A level the load generator limited (``limited``: :mod:`tritontune.measure.client_cost`) bounds the
 walk like a failing one, since more load would measure the client, but its figure is never taken
@@ -29,6 +35,13 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 M = TypeVar("M")
+
+#: A walk whose first level failed divides the load by this at each step down (then bisects
+#: between the highest load that passed and the lowest that failed, as after a ramp up).
+DOWN_STEP = 2.0
+#: Where a walk over request rates stops stepping down when the caller names no floor: this
+#: fraction of ``start`` (six halvings). A walk over concurrency stops at 1.
+MIN_LOAD_FRACTION = 1 / 64
 
 
 @dataclass(frozen=True)
@@ -59,13 +72,24 @@ class Ramp(Generic[M]):
     """What the walk measured: every level by load, the first one, and the answer."""
 
     first: M
+    """The level measured first (at ``start``)."""
     best: M | None
-    """The best passing level (None: not even ``start`` passed)."""
+    """The best passing level (None: not even the floor passed)."""
     measured: dict[float, M] = field(default_factory=dict)
     remeasured: list[float] = field(default_factory=list)
     """Loads measured again because a first try failed (the level kept is the last try)."""
     limited_at: float | None = None
     """The lowest load the load generator limited (None: it never did)."""
+    stepped_down: bool = False
+    """The first level failed, so the walk stepped down from it (to :attr:`best`, or to
+    :attr:`floor` when nothing passed)."""
+    floor: float | None = None
+    """The lowest load the walk would step down to."""
+
+    @property
+    def lowest(self) -> M:
+        """The level measured at the lowest load (the closest to passing when none did)."""
+        return min(self.measured.items(), key=lambda item: item[0])[1]
 
     def levels(self) -> list[tuple[float, M]]:
         """Every level measured, by ascending load."""
@@ -73,18 +97,27 @@ class Ramp(Generic[M]):
 
 
 def ramp_and_bisect(
-    measure: Callable[[float], M], rules: RampRules[M], *, start: float, max_load: float
+    measure: Callable[[float], M],
+    rules: RampRules[M],
+    *,
+    start: float,
+    max_load: float,
+    min_load: float | None = None,
 ) -> Ramp[M]:
-    """Walk from ``start`` up to at most ``max_load``, calling ``measure`` once per load (see the
-    module docstring)."""
+    """Walk from ``start`` up to at most ``max_load`` or, when ``start`` fails, down to at least
+    ``min_load`` (None: 1 for concurrency, ``start`` x :data:`MIN_LOAD_FRACTION` for a rate),
+    calling ``measure`` once per load (see the module docstring)."""
     measured: dict[float, M] = {}
     remeasured: list[float] = []
 
     def passes(level: M) -> bool:
         return rules.passes(level) and not rules.limited(level)
 
+    def norm(load: float) -> float:
+        return float(max(1, round(load))) if rules.integer else float(load)
+
     def at(load: float) -> M:
-        load = float(max(1, round(load))) if rules.integer else float(load)
+        load = norm(load)
         if load not in measured:
             level = measure(load)
             for _ in range(rules.confirm):
@@ -95,17 +128,36 @@ def ramp_and_bisect(
             measured[load] = level
         return measured[load]
 
+    start = norm(start)
+    if min_load is None:
+        min_load = 1.0 if rules.integer else start * MIN_LOAD_FRACTION
+    floor = min(start, norm(min_load))
     first = at(start)
-    ramp = Ramp(first, None, measured, remeasured)
-    if rules.limited(first):  # nothing lower to measure: the client's figure, flagged
-        ramp.limited_at = float(max(1, round(start)) if rules.integer else start)
-        ramp.best = first if rules.passes(first) else None
-        return ramp
-    if not rules.passes(first):
-        return ramp
-    good, best = float(max(1, round(start)) if rules.integer else start), first
+    ramp = Ramp(first, None, measured, remeasured, floor=floor)
+    good: float | None = None
     bad: float | None = None
-    while good < max_load:
+    best = first
+    if passes(first):
+        good = start
+    else:
+        bad = start
+        ramp.stepped_down = floor < start
+        while bad > floor:  # step down until a load passes or the floor failed
+            load = max(floor, bad / DOWN_STEP)
+            if rules.integer:
+                load = float(min(bad - 1, max(floor, round(load))))
+            level = at(load)
+            if passes(level):
+                good, best = load, level
+                break
+            bad = load
+        if good is None:  # even the floor failed
+            lowest = measured[bad]
+            if rules.limited(lowest):  # nothing lower to measure: the client's figure, flagged
+                ramp.best = lowest if rules.passes(lowest) else None
+            ramp.limited_at = _limited_at(measured, rules)
+            return ramp
+    while bad is None and good < max_load:
         load = min(max_load, good * rules.step(best))
         if rules.integer:
             load = float(max(good + 1, round(load)))
@@ -137,6 +189,10 @@ def ramp_and_bisect(
         else:
             bad = load
     ramp.best = best
-    limited = [load for load, level in measured.items() if rules.limited(level)]
-    ramp.limited_at = min(limited) if limited else None
+    ramp.limited_at = _limited_at(measured, rules)
     return ramp
+
+
+def _limited_at(measured: dict[float, M], rules: RampRules[M]) -> float | None:
+    """The lowest load whose level the load generator limited (None: none)."""
+    return min((load for load, level in measured.items() if rules.limited(level)), default=None)

@@ -3,7 +3,11 @@ objective.
 
 The workload's mix is scaled up as a whole (each class keeps its share), doubling the total rate
 while every class still meets its objective, then bisecting (geometrically) between the last rate
-that did and the first that didn't. Each rate is measured once with
+that did and the first that didn't. A first rate that misses is halved instead, down to a floor
+(``min_rate``: by default 1/64 of the start), and the gap between the highest rate that passed and
+the lowest that missed is bisected the same way: a start above what a slow model serves costs a few
+levels, not the capacity (only a config that misses even at the floor scores 0, and
+:attr:`TrafficCapacity.stepped_down` says the ramp went down). Each rate is measured once with
 :func:`tritontune.measure.mixed.measure_traffic`; ``measure`` is a function, so the search is tested
 on a modelled server.
 
@@ -23,13 +27,16 @@ from dataclasses import dataclass
 
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import ClassObjective, Traffic
-from tritontune.search.ramp import RampRules, ramp_and_bisect
+from tritontune.search.ramp import MIN_LOAD_FRACTION, RampRules, ramp_and_bisect
 from tritontune.study.figures import CapacityFigure
 
 #: Where a capacity ramp starts when nobody says (total req/s in all): the default of
 #: ``search --workload`` and ``profile --workload`` (below what most models serve; a ramp whose
-#: first level misses finds no capacity).
+#: first level misses steps down from it, to 1/64 of it at most: :data:`MIN_RATE_FRACTION`).
 DEFAULT_START_RATE = 20.0
+#: How far below its start a capacity ramp whose first level missed steps down when nobody names
+#: a floor (six halvings: 20 req/s -> 0.3 req/s).
+MIN_RATE_FRACTION = MIN_LOAD_FRACTION
 #: The highest total rate a capacity ramp tries when nobody says (``search --max-load``).
 DEFAULT_MAX_RATE = 100_000.0
 #: The ramp stops once a passing level served less than this much more than the best before it.
@@ -39,6 +46,11 @@ SATURATION_GAIN = 0.03
 def _gain(level: TrafficMeasurement, best: TrafficMeasurement) -> float:
     """How much more work ``level`` served than ``best`` (a fraction)."""
     return level.throughput / max(best.throughput, 1e-9) - 1
+
+
+def _rate(rate: float) -> str:
+    """A total rate as the failure line shows it: whole req/s, two digits below 10."""
+    return f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,11 @@ class TrafficCapacity:
     client_bound_at: float | None = None
     """The lowest total rate the load generator limited: the walk stopped there, and the
     capacity found is a lower bound (None: the client kept up)."""
+    stepped_down: bool = False
+    """The first rate missed, so the ramp stepped down from it (to :attr:`best`, or to
+    :attr:`min_rate` when every rate missed)."""
+    min_rate: float | None = None
+    """The lowest total rate the ramp would step down to."""
 
     @property
     def feasible(self) -> bool:
@@ -85,12 +102,16 @@ class TrafficCapacity:
         return max((m.total_rate for m in self.levels if m.meets(self.traffic)), default=0.0)
 
     def failure(self) -> str:
-        """Why the first failing level failed (one line), or ''."""
+        """Why the lowest failing level failed (one line), or ''; when every level failed after
+        stepping down, it says from where."""
         for level in self.levels:
             missed = [v for v in level.verdicts(self.traffic) if not v.met]
             if missed:
                 shown = "; ".join(f"{v.name}: {v.reason}" for v in missed)
-                return f"at {level.total_rate:.0f} req/s: {shown}"
+                if not self.feasible and self.stepped_down:
+                    top = _rate(self.levels[-1].total_rate)
+                    shown += f" (every rate missed, stepping down from {top} req/s)"
+                return f"at {_rate(level.total_rate)} req/s: {shown}"
         return ""
 
     def cliff(self, name: str) -> float | None:
@@ -122,6 +143,8 @@ class TrafficCapacity:
             "failure": self.failure(),
             "remeasured_rates_per_s": [round(r, 3) for r in self.remeasured],
             "client_bound_at_rate_per_s": self.client_bound_at,
+            "stepped_down": self.stepped_down,
+            "min_rate_per_s": None if self.min_rate is None else round(self.min_rate, 6),
             "cliff_total_rate_per_s": {
                 c.name: self.cliff(c.name)
                 for c in self.traffic.classes
@@ -138,6 +161,7 @@ def find_traffic_capacity(
     *,
     start: float,
     max_rate: float = DEFAULT_MAX_RATE,
+    min_rate: float | None = None,
     precision: float = 0.1,
     max_bisections: int = 3,
     confirm: int = 1,
@@ -145,7 +169,9 @@ def find_traffic_capacity(
     """Ramp (x2) from ``start`` req/s until a level misses an objective or served no more than the
     best before it (:data:`SATURATION_GAIN`), then bisect until the gap between the passing and
     failing rates is ``precision`` of the passing one or ``max_bisections`` steps were taken
-    (:func:`tritontune.search.ramp.ramp_and_bisect`).
+    (:func:`tritontune.search.ramp.ramp_and_bisect`). When ``start`` misses, the ramp halves it
+    until a level passes or ``min_rate`` (None: ``start`` x :data:`MIN_RATE_FRACTION`) missed too,
+    then bisects the same way.
 
     A level that misses an objective is measured again up to ``confirm`` times, and counts as
     missed only if every try missed: on a shared machine one busy second puts a p99 over its
@@ -161,8 +187,16 @@ def find_traffic_capacity(
         confirm=confirm,
         limited=lambda level: level.client_bound,
     )
-    ramp = ramp_and_bisect(measure, rules, start=start, max_load=max_rate)
+    if min_rate is None:
+        min_rate = start * MIN_RATE_FRACTION
+    ramp = ramp_and_bisect(measure, rules, start=start, max_load=max_rate, min_load=min_rate)
     levels = tuple(level for _, level in ramp.levels())
     return TrafficCapacity(
-        traffic, levels, ramp.best, tuple(ramp.remeasured), client_bound_at=ramp.limited_at
+        traffic,
+        levels,
+        ramp.best,
+        tuple(ramp.remeasured),
+        client_bound_at=ramp.limited_at,
+        stepped_down=ramp.stepped_down,
+        min_rate=ramp.floor,
     )

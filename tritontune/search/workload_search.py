@@ -52,6 +52,7 @@ from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.traffic_capacity import (
     DEFAULT_MAX_RATE,
     DEFAULT_START_RATE,
+    MIN_RATE_FRACTION,
     TrafficCapacity,
     find_traffic_capacity,
 )
@@ -440,9 +441,22 @@ class TrafficObjective:
         capacity = self.capacity(bench, self.start_rate)
         return Evaluation(capacity.figure(), switch_s)
 
+    @property
+    def min_rate(self) -> float:
+        """The lowest total rate any of the search's ramps steps down to, wherever it started."""
+        return self.start_rate * MIN_RATE_FRACTION
+
     def capacity(self, bench: Bench, start_rate: float) -> TrafficCapacity:
-        """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate``."""
-        return traffic_capacity(bench, self.traffic, start_rate, self.measure, max_rate=self.max_rate)
+        """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate`` (and
+        stepping down to :attr:`min_rate` should that miss)."""
+        return traffic_capacity(
+            bench,
+            self.traffic,
+            start_rate,
+            self.measure,
+            max_rate=self.max_rate,
+            min_rate=self.min_rate,
+        )
 
 
 def traffic_capacity(
@@ -452,14 +466,18 @@ def traffic_capacity(
     settings: MeasureSettings | None = None,
     *,
     max_rate: float | None = None,
+    min_rate: float | None = None,
 ) -> TrafficCapacity:
-    """The capacity of what is loaded (one shared model, or one endpoint per class)."""
+    """The capacity of what is loaded (one shared model, or one endpoint per class); a ramp
+    whose first rate misses steps down to ``min_rate`` (None: 1/64 of the start)."""
 
     def measure(rate: float) -> TrafficMeasurement:
         return bench.measure_traffic(traffic, rate, settings)
 
     top = max_rate if max_rate is not None else DEFAULT_MAX_RATE
-    return find_traffic_capacity(measure, traffic, start=min(start_rate, top), max_rate=top)
+    start = min(start_rate, top)
+    floor = min(min_rate, start) if min_rate is not None else None
+    return find_traffic_capacity(measure, traffic, start=start, max_rate=top, min_rate=floor)
 
 
 def searched_layouts(
@@ -587,15 +605,12 @@ def _capacity_from(
 ) -> TrafficCapacity:
     """A finalist's capacity, its ramp started at half its capacity in the search rather than
     at the start rate: the walk up to a capacity already known once costs most of a ramp's
-    levels. Should that start miss (the config did worse now), the ramp is walked again from
-    the start rate, as in the search."""
+    levels. Should that start miss (the config did worse now), the ramp steps down from it, to
+    the same floor as the search's ramps."""
     start = objective.start_rate
     if screened_rate:
         start = max(start, screened_rate / 2)
-    capacity = objective.capacity(session, start)
-    if not capacity.feasible and start > objective.start_rate:
-        capacity = objective.capacity(session, objective.start_rate)
-    return capacity
+    return objective.capacity(session, start)
 
 
 def _finalist_entries(

@@ -1,0 +1,81 @@
+"""The walk itself (tritontune.search.ramp), on a toy level: a load passes when it is at most
+``capacity``. Checked: stepping down from a failing start (halving to the floor, then bisecting,
+whole loads for concurrency), the floor bounding it, and confirm retries on the way down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tritontune.search.ramp import MIN_LOAD_FRACTION, RampRules, ramp_and_bisect
+
+
+def rules(capacity: float, **kwargs) -> RampRules[float]:
+    return RampRules(
+        passes=lambda load: load <= capacity,
+        step=lambda best: 2.0,
+        better=lambda load, best: load > best,
+        **kwargs,
+    )
+
+
+def recording() -> tuple[Callable[[float], float], list[float]]:
+    calls: list[float] = []
+
+    def measure(load: float) -> float:
+        calls.append(load)
+        return load
+
+    return measure, calls
+
+
+def test_a_failing_start_steps_down_then_bisects():
+    measure, calls = recording()
+    ramp = ramp_and_bisect(measure, rules(30.0, max_bisections=5), start=100.0, max_load=1e6)
+    assert calls[:3] == [100.0, 50.0, 25.0]  # halved until a load passed
+    assert all(25.0 < load < 50.0 for load in calls[3:])
+    assert ramp.stepped_down and ramp.first == 100.0
+    assert ramp.best is not None and ramp.best <= 30.0 < ramp.best * 1.25
+
+
+def test_concurrency_steps_down_by_whole_loads_to_one():
+    measure, calls = recording()
+    ramp = ramp_and_bisect(measure, rules(3.0, integer=True), start=8, max_load=512)
+    assert calls == [8.0, 4.0, 2.0, 3.0]  # down to 2, then the one load between 2 and 4
+    assert ramp.best == 3.0 and ramp.stepped_down
+    measure, calls = recording()
+    none = ramp_and_bisect(measure, rules(0.5, integer=True), start=8, max_load=512)
+    assert calls == [8.0, 4.0, 2.0, 1.0] and none.best is None and none.floor == 1.0
+
+
+def test_a_start_at_the_floor_is_all_there_is():
+    measure, calls = recording()
+    ramp = ramp_and_bisect(measure, rules(0.5, integer=True), start=1, max_load=512)
+    assert calls == [1.0] and ramp.best is None and not ramp.stepped_down
+
+
+def test_the_default_rate_floor_bounds_the_measurements():
+    measure, calls = recording()
+    ramp = ramp_and_bisect(measure, rules(0.0, confirm=1), start=64.0, max_load=1e6)
+    assert ramp.floor == pytest.approx(64.0 * MIN_LOAD_FRACTION) == 1.0
+    # seven loads (64 .. 1), each failure confirmed once: 14 measurements, then nothing
+    assert calls == [load for load in (64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0) for _ in range(2)]
+    assert ramp.best is None and ramp.stepped_down
+    assert ramp.lowest == 1.0 and ramp.first == 64.0
+    assert sorted(set(ramp.remeasured)) == sorted(set(calls))
+
+
+def test_a_caller_floor_and_a_confirmed_pass_on_the_way_down():
+    tries: dict[float, int] = {}
+
+    def measure(load: float) -> float:
+        tries[load] = tries.get(load, 0) + 1
+        # 50 fails its first try (a busy second) and passes the second
+        return 1e9 if load == 50.0 and tries[load] == 1 else load
+
+    ramp = ramp_and_bisect(
+        measure, rules(60.0, confirm=1, max_bisections=0), start=100.0, max_load=1e6, min_load=40.0
+    )
+    assert tries == {100.0: 2, 50.0: 2}
+    assert ramp.best == 50.0 and ramp.remeasured == [100.0, 50.0]
