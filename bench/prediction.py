@@ -32,6 +32,7 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ from tritontune.measure.request_shape import RequestShape
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.predicted import Strategy
+from tritontune.search.ranking import Corrections
 from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.whatif import study_model, what_if
 from tritontune.serving.session import TuningSession
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import StudyIdentity, TrialResult
@@ -165,12 +168,27 @@ def run_strategy(
         if r.feasible and (best is None or r.throughput > best.throughput):
             best, levels_to_best = r, levels
             best_at = (r.finished - started_at).total_seconds() if r.finished else None
-    errors: dict[str, list[float]] = {"raw": [], "corrected": [], "p99": []}
+    errors: dict[str, list[float]] = {
+        "throughput, as proposed (uncorrected)": [],
+        "throughput, as proposed (corrected)": [],
+        "p99 at the measured load": [],
+        "throughput at the measured load": [],
+    }
+    predictor = study_model(study) if calibration else None
     for r in ordered:
-        if r.predicted and r.operating_point and r.feasible:
-            errors["raw"].append(abs(r.predicted["raw_throughput"] / r.throughput - 1))
-            errors["corrected"].append(abs(r.predicted["throughput"] / r.throughput - 1))
-            errors["p99"].append(abs(r.predicted["p99_s"] / r.operating_point.p99_s - 1))
+        if not (r.predicted and r.operating_point and r.feasible and predictor):
+            continue
+        op = r.operating_point
+        errors["throughput, as proposed (uncorrected)"].append(
+            abs(r.predicted["raw_throughput"] / r.throughput - 1)
+        )
+        errors["throughput, as proposed (corrected)"].append(
+            abs(r.predicted["throughput"] / r.throughput - 1)
+        )
+        # The same config simulated at the load it was measured at (no correction).
+        (at_load,) = what_if(replace(predictor, corrections=Corrections()), r.params, [op.load])
+        errors["p99 at the measured load"].append(abs(at_load.p99_s / op.p99_s - 1))
+        errors["throughput at the measured load"].append(abs(at_load.throughput / r.throughput - 1))
     return {
         "wall_s": wall,
         "trials": len(ordered),
