@@ -109,13 +109,14 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_grid(session: TuningSession, model: str, slo: float, storage: str) -> dict[str, Any]:
     grid = MODELS[model]["grid"]
+    sampler = optuna.samplers.RandomSampler(seed=0)
     settings = SearchSettings(
-        slo_p99_s=slo, trials=None, storage=storage, study_name="grid",
-        sampler=optuna.samplers.RandomSampler(seed=0), playoff=PlayoffSettings(top=0),
+        slo_p99_s=slo, trials=None, storage=storage, study_name="grid", sampler=sampler,
+        playoff=PlayoffSettings(top=0),
     )  # fmt: skip
     identity = StudyIdentity(model, slo, LoadMode.CONCURRENCY)
     queue = TuningStudy.create_or_resume(
-        storage, "grid", identity=identity, sampler=settings.sampler
+        storage, "grid", identity=identity, sampler=sampler
     ).optuna_study
     points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     for point in points:
