@@ -134,9 +134,10 @@ def test_measurements_correct_the_ranking():
         load_mode=LoadMode.CONCURRENCY,
     )
     assert [p.point["max_batch_size"] for p in ranking.predicted] == [64, 4]
-    corrections = Corrections({ranking.predicted[0].setting: [0.8, 0.9]})
-    assert corrections.factor(ranking.predicted[0].setting) == pytest.approx(0.85)
-    assert corrections.factor("another setting") == pytest.approx(0.85)  # the median of all
+    corrections = Corrections({ranking.predicted[0].setting: [0.5, 0.6]})
+    assert corrections.factor(ranking.predicted[0].setting) == pytest.approx(0.55)
+    assert corrections.factor("another setting") == pytest.approx(0.55)  # the median of all
+    assert Corrections({"s": [0.9, 1.1]}).factor("s") == 1.0  # within the noise: no correction
     assert Corrections().band("any") == 0.25
 
 

@@ -14,8 +14,10 @@ from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.playoff import HOLD_MARGIN, PlayoffSettings
+from tritontune.search.predicted import Strategy
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.serving.session import TuningSession
+from tritontune.study.handle import TuningStudy
 
 pytestmark = pytest.mark.integration
 
@@ -199,3 +201,34 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
     record = result.study
     second = [t for t in record.trials if t.counted][1]
     assert second.server_restarts == 1 and second.operating_point is not None
+
+
+def test_a_calibrated_prediction_of_a_measured_config_lands_within_a_wide_band(session, tmp_path: Path):
+    """--strategy predict on the real server: the reference setting is calibrated through
+    Triton's batch statistics, and the one config's prediction, made before it was measured,
+    is within 2x of its measurement (the machine is shared: the band is wide on purpose)."""
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((16,)),
+            "dynamic_batching": Choice((True,)),
+            "max_queue_delay": Choice((500,)),
+            "preferred_batch_size": Choice(("none",)),
+            "instance_count": Choice((1,)),
+            "intra_op_thread_count": Choice((1,)),
+        }
+    )
+    found = run_search(
+        session,
+        space,
+        settings(tmp_path, trials=1, strategy=Strategy.PREDICT, playoff=NO_PLAYOFF),
+    )
+    (trial,) = found.study.results
+    assert trial.predicted is not None and trial.predicted["calibrated"]
+    assert 0.5 <= trial.predicted["raw_throughput"] / trial.throughput <= 2.0
+    study = TuningStudy.open_existing(f"sqlite:///{tmp_path / 'study.db'}", "it")
+    calibration = study.calibration()
+    assert calibration is not None
+    (calibrated,) = calibration.settings.values()
+    # batches of several sizes were seen, and a larger one took longer
+    assert len(calibrated.points) >= 3
+    assert calibrated.points[-1].mean_s > calibrated.points[0].mean_s

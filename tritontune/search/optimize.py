@@ -280,6 +280,8 @@ def run_search(
     _baseline(study, session, settings, progress, worker)
 
     restarts_before = session.restarts
+    # The budget starts before calibration: --timeout bounds the whole search, whatever the strategy.
+    budget = Budget.start(settings.trials, settings.timeout_s, space.size())
     objective: Objective = SloObjective(space, settings)
     if settings.strategy == Strategy.PREDICT:
         objective = use_prediction(
@@ -297,7 +299,7 @@ def run_search(
         study,
         objective,
         session,
-        Budget.start(settings.trials, settings.timeout_s, space.size()),
+        budget,
         progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
         worker=worker,
     )
