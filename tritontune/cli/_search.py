@@ -363,6 +363,7 @@ WORKLOAD_REFUSES = {
     "csv_out": "not with --workload: the per-level CSV is written for single-class searches",
     "headroom": "not with --workload: the report of a workload search plans per class (--report)",
     "peak_qps": "not with --workload: the report of a workload search plans per class (--report)",
+    "strategy": "not with --workload yet: --strategy predict ranks single-class operating points",
 }
 
 

@@ -204,6 +204,7 @@ class SearchResult:
                 "screening_improvement_over_baseline": self.improvement(r),
                 "accuracy": r.accuracy,
                 "config_pbtxt": r.config_pbtxt,
+                "predicted": r.predicted,
             }
 
         winner = self.winner
@@ -223,6 +224,7 @@ class SearchResult:
             "storage": self.storage,
             "slo_p99_ms": self.slo_p99_s * 1e3,
             "load_mode": self.load_mode.value,
+            "strategy": self.study.strategy,
             # Each measured level's "gpu" holds its per-GPU figures; without any, the reason.
             "gpu_metrics": None if self._has_gpu_figures() else NO_GPUS,
             "space": self.study.space,

@@ -28,7 +28,7 @@ from typing import Any
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.measure.loadgen import LoadMode
-from tritontune.predict.batcher import BatcherConfig, operating_point
+from tritontune.predict.batcher import CLIENT_JITTER, BatcherConfig, operating_point
 from tritontune.predict.calibration import (
     EXECUTION_KNOBS,
     Calibration,
@@ -223,6 +223,7 @@ def rank_space(
             request_batch=request_batch,
             overhead_s=prediction.overhead_s,
             path_s=prediction.path_s,
+            jitter=CLIENT_JITTER,
             max_load=max_load,
         )
         if load <= 0:

@@ -26,7 +26,7 @@ from tritontune.config.model_config import ModelConfig, parse_config_text
 from tritontune.config.variant import apply_variant
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
-from tritontune.predict.batcher import ClosedLoop, OpenLoop, operating_point, simulate
+from tritontune.predict.batcher import CLIENT_JITTER, ClosedLoop, OpenLoop, operating_point, simulate
 from tritontune.predict.calibration import Calibration, Prediction, execution_setting, setting_key
 from tritontune.predict.config import batcher_config_of
 from tritontune.search.ranking import Corrections, all_points, rank_space
@@ -147,6 +147,7 @@ def at_slo(model: StudyModel, changes: Mapping[str, Any]) -> Answer:
         request_batch=model.request_batch,
         overhead_s=prediction.overhead_s,
         path_s=prediction.path_s,
+        jitter=CLIENT_JITTER,
     )
     correction = model.corrections.factor(key)
     return Answer(
@@ -185,6 +186,7 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
             n_requests=max(ANSWER_REQUESTS, 8 * int(load)),
             overhead_s=prediction.overhead_s,
             path_s=prediction.path_s,
+            jitter=CLIENT_JITTER,
         )
         answers.append(
             Answer(

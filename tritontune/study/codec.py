@@ -126,6 +126,7 @@ def single_class_record(study: optuna.Study) -> StudyRecord:
         precisions=precisions,
         baseline=OperatingPoint.from_dict(baseline) if baseline else None,
         baseline_config_pbtxt=attrs.get(StudyKey.BASELINE_CONFIG),
+        strategy=str(attrs.get(StudyKey.STRATEGY, "tpe")),
         confirmed=ConfirmedPoint(
             trial=int(confirmed["trial"]),
             operating_point=OperatingPoint.from_dict(confirmed["operating_point"]),

@@ -264,6 +264,8 @@ class StudyRecord:
     """The precision checks made before the search, by precision (accepted or not)."""
     baseline: OperatingPoint | None = None
     baseline_config_pbtxt: str | None = None
+    strategy: str = "tpe"
+    """How the search proposed configs (``tpe``, or ``predict``: ranked by prediction)."""
     confirmed: ConfirmedPoint | None = None
     """Studies made before the playoff: the winner re-measured once."""
     playoff: PlayoffResult | None = None
