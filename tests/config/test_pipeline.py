@@ -501,3 +501,55 @@ def test_pinned_versions(tmp_path: Path):
         f"{STEP0}.model_version: model 'enc' has no version 1 that Triton loads (its "
         "version_policy loads: 3)"
     )
+
+
+def test_the_ensembles_own_shapes_are_read_after_reshape(repo: Path):
+    """Triton compares an ensemble input's or output's reshape, when it has one, not its dims."""
+    declared = 'output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] } ]'
+    reshaped = (
+        'output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 1, 384 ] '
+        "reshape { shape: [ 384 ] } } ]"
+    )
+    rewrite(repo, "pipe", declared, reshaped)
+    assert load_pipeline(repo, "pipe").outputs == ("embedding",)
+    rewrite(repo, "pipe", "reshape { shape: [ 384 ] }", "")
+    assert refusal(repo).endswith(
+        "(model 'enc' output 'embedding' (step[0])) but ensemble output 'embedding' has shape "
+        "[-1, 1, 384]"
+    )
+
+
+def test_every_reader_is_checked_against_the_producer(repo: Path):
+    """Two steps read one tensor: the second reader's type is checked too, not only the first's."""
+    add_model(
+        repo,
+        "count",
+        """
+        name: "count" backend: "python" max_batch_size: 8
+        input [ { name: "ids" data_type: TYPE_INT32 dims: [ -1 ] } ]
+        output [ { name: "n" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        """,
+    )
+    rewrite(
+        repo,
+        "pipe",
+        'output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] } ]',
+        'output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] },'
+        ' { name: "n" data_type: TYPE_INT32 dims: [ 1 ] } ]',
+    )
+    rewrite(
+        repo,
+        "pipe",
+        "  ]\n}",
+        '    , { model_name: "count" model_version: -1 input_map { key: "ids" value: "ids" }\n'
+        '        output_map { key: "n" value: "n" } }\n  ]\n}',
+    )
+    assert refusal(repo) == (
+        "REPO/pipe/config.pbtxt: ensemble_scheduling.step[2].input_map: tensor 'ids' is "
+        "TYPE_INT64 (model 'tok' output 'input_ids' (step[1])) but model 'count' input 'ids' "
+        "(step[2]) is TYPE_INT32"
+    )
+    rewrite(repo, "count", 'name: "ids" data_type: TYPE_INT32', 'name: "ids" data_type: TYPE_INT64')
+    pipeline = load_pipeline(repo, "pipe")
+    assert [s.model for s in pipeline.consumers_of("ids")] == ["enc", "count"]
+    assert pipeline.composing_models == ("tok", "enc", "count")
