@@ -553,3 +553,54 @@ def test_every_reader_is_checked_against_the_producer(repo: Path):
     pipeline = load_pipeline(repo, "pipe")
     assert [s.model for s in pipeline.consumers_of("ids")] == ["enc", "count"]
     assert pipeline.composing_models == ("tok", "enc", "count")
+
+
+def test_decoupled_streams_are_not_joined(repo: Path):
+    """A decoupled tokenizer's responses each carry on alone; the encoder may not also read an
+    ensemble input, which belongs to the request rather than to one response."""
+    rewrite(
+        repo,
+        "tok",
+        "max_batch_size: 8",
+        "max_batch_size: 8 model_transaction_policy { decoupled: true }",
+    )
+    assert load_pipeline(repo, "pipe").composing_models == ("tok", "enc")
+    rewrite(
+        repo,
+        "pipe",
+        'key: "attention_mask" value: "mask" }\n      output_map',
+        'key: "attention_mask" value: "text" }\n      output_map',
+    )
+    rewrite(
+        repo,
+        "enc",
+        'name: "attention_mask" data_type: TYPE_INT64',
+        'name: "attention_mask" data_type: TYPE_STRING',
+    )
+    rewrite(repo, "pipe", 'output_map { key: "attention_mask" value: "mask" }', "")
+    assert refusal(repo) == (
+        f"{STEP0}.input_map: the inputs of model 'enc' come from different decoupled streams "
+        "('text' from the ensemble's inputs and 'ids' from decoupled model 'tok' (step[1])); "
+        "Triton refuses to join them"
+    )
+
+
+def test_the_ensembles_outputs_come_from_one_stream(repo: Path):
+    rewrite(
+        repo,
+        "enc",
+        "max_batch_size: 8",
+        "max_batch_size: 8 model_transaction_policy { decoupled: true }",
+    )
+    rewrite(
+        repo,
+        "pipe",
+        'output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] } ]',
+        'output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] },'
+        ' { name: "mask" data_type: TYPE_INT64 dims: [ -1 ] } ]',
+    )
+    assert refusal(repo) == (
+        "REPO/pipe/config.pbtxt: output: the ensemble's outputs come from different decoupled "
+        "streams ('embedding' from decoupled model 'enc' (step[0]) and 'mask' from the ensemble's "
+        "inputs); Triton refuses to join them"
+    )

@@ -10,8 +10,8 @@ loaded, and then reports the first problem in terms of its internal graph. :func
 runs the same checks up front, without a server, and names the file, the field, the model and the
 tensor: each failure is one :class:`~tritontune.errors.ConfigError` line. The rules follow
 Triton's core (``model_config_utils.cc``: the data flow; ``ensemble_utils.cc``: the tensor
-mappings, data types and shapes); where Triton is lenient or checks only at run time (a shape
-with a variable dimension), so is this module.
+mappings, data types, shapes and decoupled streams); where Triton is lenient or checks only at
+run time (a shape with a variable dimension), so is this module.
 
 Steps are numbered as Triton numbers them in its own messages: ``step[0]`` is the first step of
 ``ensemble_scheduling``.
@@ -178,6 +178,7 @@ def load_pipeline(repository: Path, name: str) -> Pipeline:
     order = graph.order()
     graph.check_unused()
     graph.check_agreement()
+    graph.check_decoupled(order)
 
     models: dict[tuple[str, str], ModelSource] = {}
     for step in order:
@@ -374,6 +375,11 @@ class _Graph:
     ) -> None:
         self.path = path
         self.steps = steps
+        self.decoupled = {
+            step.index
+            for step in steps
+            if sources[step.index].base_config.model_transaction_policy.decoupled
+        }
         batching = config.max_batch_size > 0
         self.inputs = {t.name: t for t in config.input}
         self.outputs = {t.name: t for t in config.output}
@@ -541,3 +547,38 @@ class _Graph:
                         f"{made.shape_text()} ({made.where}) but {use.where} has shape "
                         f"{use.shape_text()}"
                     )
+
+    def check_decoupled(self, order: list[PipelineStep]) -> None:
+        """A step's inputs, and the ensemble's outputs, come from one stream of responses.
+
+        A decoupled model may answer one request with any number of responses, each starting a
+        new stream through the steps after it. Triton refuses to join two streams: a step (or the
+        ensemble's outputs) reading tensors that descend from different decoupled models, or from
+        one and from the ensemble's inputs.
+        """
+        origin = dict.fromkeys(self.inputs, "the ensemble's inputs")
+        for step in order:
+            source = self._one_origin(
+                {tensor: origin[tensor] for tensor in step.reads},
+                f"{_field(self.path, step, 'input_map')}: the inputs of model {step.model!r}",
+            )
+            if step.index in self.decoupled:
+                source = f"decoupled model {step.model!r} ({step.ref})"
+            origin.update(dict.fromkeys(step.writes, source))
+        self._one_origin(
+            {tensor: origin[tensor] for tensor in self.outputs},
+            f"{self.path}: output: the ensemble's outputs",
+        )
+
+    @staticmethod
+    def _one_origin(origins: dict[str, str], reader: str) -> str:
+        """The one stream ``origins`` (tensor -> stream) come from; refuses two."""
+        distinct = list(dict.fromkeys(origins.values()))
+        if len(distinct) > 1:
+            first = {o: t for t, o in reversed(origins.items())}
+            described = " and ".join(f"{first[o]!r} from {o}" for o in distinct[:2])
+            raise ConfigError(
+                f"{reader} come from different decoupled streams ({described}); "
+                "Triton refuses to join them"
+            )
+        return distinct[0] if distinct else "the ensemble's inputs"
