@@ -8,7 +8,7 @@ import pytest
 
 from tritontune.config.model_config import parse_config_text
 from tritontune.config.pipeline import LATEST_VERSION, is_pipeline, load_pipeline
-from tritontune.errors import ConfigError
+from tritontune.errors import ConfigError, InputError
 
 TOKENIZER = """
 name: "tok"
@@ -189,7 +189,7 @@ def test_diamond(tmp_path: Path):
     pipeline = load_pipeline(repo, "diamond")
     assert [s.model for s in pipeline.steps] == ["tok", "right", "left", "join"]
     assert [s.model for s in pipeline.consumers_of("ids")] == ["right", "left"]
-    assert pipeline.producer_of("left_score").model == "left"  # type: ignore[union-attr]
+    assert pipeline.producer_of("left_score") == pipeline.steps[2]
 
 
 def test_cycle(repo: Path):
@@ -603,4 +603,14 @@ def test_the_ensembles_outputs_come_from_one_stream(repo: Path):
         "REPO/pipe/config.pbtxt: output: the ensemble's outputs come from different decoupled "
         "streams ('embedding' from decoupled model 'enc' (step[0]) and 'mask' from the ensemble's "
         "inputs); Triton refuses to join them"
+    )
+
+
+def test_an_ensemble_needs_a_version_directory(repo: Path):
+    (repo / "pipe" / "1").rmdir()
+    with pytest.raises(InputError) as err:
+        load_pipeline(repo, "pipe")
+    assert str(err.value) == (
+        f"{repo}/pipe: no version directory; Triton loads an ensemble only from one, even empty "
+        f"(create {repo}/pipe/1)"
     )

@@ -27,7 +27,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
-from tritontune.config.model_config import ModelConfig, backend_of
+from tritontune.config.model_config import ModelConfig, backend_of, read_config
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, load_model_source
 from tritontune.errors import ConfigError, InputError
 
@@ -156,6 +156,7 @@ def load_pipeline(repository: Path, name: str) -> Pipeline:
     file and field; the first problem found is the one reported.
     """
     repository = Path(repository)
+    _check_version_directory(repository / name)
     ensemble = load_model_source(repository, name)
     path = ensemble.directory / "config.pbtxt"
     config = ensemble.base_config
@@ -185,6 +186,21 @@ def load_pipeline(repository: Path, name: str) -> Pipeline:
         source = sources[step.index]
         models.setdefault((source.name, source.version), source)
     return Pipeline(ensemble=ensemble, steps=tuple(order), models=tuple(models.values()))
+
+
+def _check_version_directory(directory: Path) -> None:
+    """An ensemble has no model file, yet Triton loads it only from a version directory (an
+    empty ``1/``): said so here, where the generic message would ask for a model file."""
+    config_path = directory / "config.pbtxt"
+    if not config_path.is_file():
+        return
+    if any(p.is_dir() and p.name.isdigit() for p in directory.iterdir()):
+        return
+    if is_pipeline(read_config(config_path)):
+        raise InputError(
+            f"{directory}: no version directory; Triton loads an ensemble only from one, even "
+            f"empty (create {directory / '1'})"
+        )
 
 
 def _check_ensemble_fields(config: ModelConfig, path: Path) -> None:
