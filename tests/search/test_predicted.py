@@ -48,6 +48,19 @@ SPACE = SearchSpace(
 SLO = 0.05
 
 
+def predicted_search(storage, name: str, trials: int) -> SearchSettings:
+    """A --strategy predict search on the modelled server (no playoff: not what is tested)."""
+    return SearchSettings(
+        slo_p99_s=SLO,
+        trials=trials,
+        storage=storage,
+        study_name=name,
+        strategy=Strategy.PREDICT,
+        playoff=PlayoffSettings(top=0),
+        max_load=512,
+    )
+
+
 @pytest.fixture
 def source(example_repository: Path) -> ModelSource:
     return load_model_source(example_repository, "mlp")
@@ -74,15 +87,7 @@ def test_the_space_is_enumerated_as_the_sampler_proposes_it():
 def test_predict_finds_the_best_config_with_few_measurements(source):
     session = SimulatedSession(source, CURVES)
     storage = optuna.storages.InMemoryStorage()
-    settings = SearchSettings(
-        slo_p99_s=SLO,
-        trials=4,
-        storage=storage,
-        study_name="p",
-        strategy=Strategy.PREDICT,
-        playoff=PlayoffSettings(top=0),
-        max_load=512,
-    )
+    settings = predicted_search(storage, "p", trials=4)
     result = run_search(session, SPACE, settings)
     best_true = max(truth(session).values())
     record = result.study
@@ -147,15 +152,7 @@ def test_what_if_answers_come_from_the_study_alone(source, tmp_path: Path):
     from tritontune.cli import app
 
     url = f"sqlite:///{tmp_path / 'p.db'}"
-    settings = SearchSettings(
-        slo_p99_s=SLO,
-        trials=3,
-        storage=url,
-        study_name="p",
-        strategy=Strategy.PREDICT,
-        playoff=PlayoffSettings(top=0),
-        max_load=512,
-    )
+    settings = predicted_search(url, "p", trials=3)
     run_search(SimulatedSession(source, CURVES), SPACE, settings)
     model = study_model(TuningStudy.open_existing(url, "p"))
     low, high = what_if(model, {"max_batch_size": 16, "instance_count": 1}, [2, 32])
@@ -206,15 +203,7 @@ def test_the_report_compares_prediction_and_measurement(source, tmp_path: Path):
     from tritontune.report.html import write_report
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    settings = SearchSettings(
-        slo_p99_s=SLO,
-        trials=3,
-        storage=url,
-        study_name="r",
-        strategy=Strategy.PREDICT,
-        playoff=PlayoffSettings(top=0),
-        max_load=512,
-    )
+    settings = predicted_search(url, "r", trials=3)
     run_search(SimulatedSession(source, CURVES), SPACE, settings)
     data = write_report(TuningStudy.open_existing(url, "r"), tmp_path / "r.html")
     assert len(data.predictions) == 3

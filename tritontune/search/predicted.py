@@ -29,7 +29,6 @@ from typing import Any
 import optuna
 from optuna.distributions import (
     BaseDistribution,
-    CategoricalDistribution,
     FloatDistribution,
     IntDistribution,
 )
@@ -56,7 +55,7 @@ from tritontune.search.ranking import (
     rank_space,
     reference_setting,
 )
-from tritontune.search.sampler import SnappingSampler, snapping
+from tritontune.search.sampler import DelegatingSampler, SnappingSampler, snapping
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
@@ -86,7 +85,7 @@ def choose_next(
     return pick, corrections.factor(pick.setting), corrections.band(pick.setting)
 
 
-class PredictedSampler(optuna.samplers.BaseSampler):
+class PredictedSampler(DelegatingSampler):
     """Proposes the ranking's configs in order (see the module docstring); ``base`` (TPE) once
     the ranking is used up, and for trials queued with fixed params (recovered ones)."""
 
@@ -94,19 +93,12 @@ class PredictedSampler(optuna.samplers.BaseSampler):
         self,
         base: optuna.samplers.BaseSampler,
         ranking: Callable[[], Ranking],
-        on_proposal: Callable[[int, dict[str, Any]], None] | None = None,
     ) -> None:
-        self.base = base
+        super().__init__(base)
         self._ranking = ranking
         self._targets: dict[int, dict[str, Any]] = {}
         self.predictions: dict[int, dict[str, Any]] = {}
         """Trial number -> what was predicted of its config (corrected), for the study."""
-        self._on_proposal = on_proposal
-
-    def infer_relative_search_space(
-        self, study: optuna.Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return self.base.infer_relative_search_space(study, trial)
 
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -141,11 +133,9 @@ class PredictedSampler(optuna.samplers.BaseSampler):
             return self.base.sample_independent(study, trial, param_name, param_distribution)
         value = target[param_name]
         if isinstance(param_distribution, FloatDistribution):
-            return float(value)
+            return float(value)  # an ordered choice, sampled as a float and snapped
         if isinstance(param_distribution, IntDistribution):
             return int(value)
-        if isinstance(param_distribution, CategoricalDistribution):
-            return value
         return value
 
     def after_trial(
@@ -157,9 +147,6 @@ class PredictedSampler(optuna.samplers.BaseSampler):
     ) -> None:
         self._targets.pop(trial.number, None)
         self.base.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.base.reseed_rng()
 
 
 class Strategy(TextEnum):
