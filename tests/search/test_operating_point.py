@@ -4,6 +4,8 @@ The thing under test is the search over load levels, so the measurement is repla
 model: throughput grows with load up to a capacity, latency follows Little's law past it.
 """
 
+import dataclasses
+
 import pytest
 
 from tritontune.measure.loadgen import LoadMode, LoadSpec
@@ -205,3 +207,25 @@ def test_an_open_loop_config_infeasible_down_to_the_floor():
         .load
         == 32.0
     )
+
+
+def test_each_level_says_which_engine_and_how_many_load_processes_measured_it():
+    from tritontune.measure.client_cost import ClientCost
+    from tritontune.measure.loadgen import LoadEngine
+
+    def engine_server(load: LoadSpec) -> Measurement:
+        m = ModelledServer()(load)
+        client = ClientCost(
+            cpu_us_per_request=10.0, cores=0.3, loop_demand=0.2, lag_p99_s=0.0, bound_windows=0,
+            windows=3, processes=2,
+        )  # fmt: skip
+        return dataclasses.replace(m, engine=LoadEngine.PERF_ANALYZER, client=client)
+
+    op = find_operating_point(engine_server, 0.050)
+    assert {(lv.engine, lv.load_processes) for lv in op.levels} == {("perf_analyzer", 2)}
+    again = OperatingPoint.from_dict(op.to_dict())
+    assert again.levels[0].engine == "perf_analyzer" and again.levels[0].load_processes == 2
+    old = op.to_dict()
+    for level in old["levels"]:  # a study made before levels said so
+        del level["engine"], level["load_processes"]
+    assert OperatingPoint.from_dict(old).levels[0].engine == "asyncio"

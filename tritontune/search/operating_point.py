@@ -103,6 +103,8 @@ def _point(
             disturbance=m.remarks(),
             gpu=m.gpu,
             client_bound=m.client_bound,
+            engine=m.engine.value,
+            load_processes=m.client.processes if m.client is not None else 1,
         )
         for load, m in measured
     ]

@@ -45,10 +45,18 @@ class LevelResult:
     """Per-GPU figures of the level (None: the server reports no GPUs)."""
     client_bound: bool = False
     """The load generator, not the config, limited this level (:mod:`client_cost`)."""
+    engine: str = "asyncio"
+    """What generated the load (``asyncio`` or ``perf_analyzer``): any figure can be reproduced
+    with the engine that measured it."""
+    load_processes: int = 1
+    """Load processes of the asyncio engine that measured it (``--load-processes auto`` may have
+    added some for this level)."""
 
     def to_dict(self) -> dict:
         extra = {"client_bound": True} if self.client_bound else {}
         return extra | {
+            "engine": self.engine,
+            "load_processes": self.load_processes,
             "load": self.load,
             "throughput": round(self.throughput, 3),
             "mean_ms": None if self.mean_s is None else round(self.mean_s * 1e3, 4),
@@ -124,6 +132,8 @@ class OperatingPoint:
                 disturbance=lv.get("disturbance"),
                 gpu=gpu_from_list(lv.get("gpu")),
                 client_bound=bool(lv.get("client_bound", False)),
+                engine=str(lv.get("engine", "asyncio")),
+                load_processes=int(lv.get("load_processes", 1)),
             )
             for lv in data.get("levels", [])
         ]
