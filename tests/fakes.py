@@ -75,6 +75,9 @@ class FakeSession:
     def build(self, variant: Variant) -> ModelConfig:
         return apply_variant(self.source.base_config, variant)
 
+    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
+        return {self.source.name: self.build(variant)}
+
     def load(self, variant: Variant) -> LoadReceipt:
         if self.dead:
             raise ServerDiedError("not running")

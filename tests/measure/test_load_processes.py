@@ -325,7 +325,7 @@ def test_auto_measures_a_client_bound_level_again_with_twice_the_processes(
 
     seen: list[int] = []
 
-    async def fake(*args: object) -> SimpleNamespace:
+    async def fake(*args: object, **_: object) -> SimpleNamespace:
         processes = args[-1]
         assert isinstance(processes, int)
         seen.append(processes)
@@ -342,7 +342,7 @@ def test_without_auto_a_client_bound_level_is_measured_once(monkeypatch: pytest.
 
     seen: list[object] = []
 
-    async def fake(*args: object) -> SimpleNamespace:
+    async def fake(*args: object, **_: object) -> SimpleNamespace:
         seen.append(args[-1])
         return SimpleNamespace(client_bound=True)
 

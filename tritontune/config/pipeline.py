@@ -20,15 +20,22 @@ Steps are numbered as Triton numbers them in its own messages: ``step[0]`` is th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
-from tritontune.config.model_config import ModelConfig, backend_of, read_config
+from tritontune.config.model_config import (
+    ModelConfig,
+    backend_of,
+    config_to_text,
+    parse_config_text,
+    read_config,
+)
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, load_model_source
+from tritontune.config.variant import PIPELINE_KNOBS, Variant, describe_config
 from tritontune.errors import ConfigError, InputError
 
 ENSEMBLE_PLATFORM = "ensemble"
@@ -41,6 +48,28 @@ _WILDCARD = -1
 def is_pipeline(config: ModelConfig) -> bool:
     """True when ``config`` is a Triton ensemble (its platform, not its backend, says so)."""
     return bool(config.platform == ENSEMBLE_PLATFORM)
+
+
+@dataclass(frozen=True)
+class PipelineVariant(Variant):
+    """A pipeline's config: one :class:`Variant` per composing model.
+
+    An ensemble has no knobs of its own (no instances, no batcher: Triton refuses them on it),
+    so the knobs this class inherits stay unset; it is a ``Variant`` so that everything that
+    loads, measures and compares variants (the search loop, the playoff) takes a pipeline's as
+    it is. A composing model it does not name keeps its own config.
+    """
+
+    models: tuple[tuple[str, Variant], ...] = ()
+    """(composing model, its variant), in the pipeline's order."""
+
+    def of(self, model: str) -> Variant:
+        """The variant of composing model ``model`` (its own config when not named)."""
+        return dict(self.models).get(model, Variant())
+
+    def to_dict(self) -> dict:
+        """The knobs set, per composing model (models left as they are omitted)."""
+        return {model: variant.to_dict() for model, variant in self.models if variant.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -598,3 +627,41 @@ class _Graph:
                 "Triton refuses to join them"
             )
         return distinct[0] if distinct else "the ensemble's inputs"
+
+
+_MODEL_HEADER = "# model: "
+"""Starts each model's part of a pipeline's configs kept as one text (a pbtxt comment)."""
+
+
+def describe_configs(configs: Mapping[str, ModelConfig]) -> dict:
+    """The tuned knobs of one model's config (:func:`describe_config`), or of a pipeline's
+    composing models, each under its name in ``knobs["pipeline"]``."""
+    if len(configs) == 1:
+        return describe_config(next(iter(configs.values())))
+    return {PIPELINE_KNOBS: {model: describe_config(config) for model, config in configs.items()}}
+
+
+def configs_to_text(configs: Mapping[str, ModelConfig]) -> str:
+    """One model's config.pbtxt text, or a pipeline's: each model's after a ``# model: NAME``
+    line (read back by :func:`configs_from_text`)."""
+    if len(configs) == 1:
+        return config_to_text(next(iter(configs.values())))
+    return "".join(f"{_MODEL_HEADER}{model}\n{config_to_text(c)}" for model, c in configs.items())
+
+
+def configs_from_text(text: str, *, source: str) -> dict[str, ModelConfig]:
+    """The configs :func:`configs_to_text` wrote, by model name (one model's under its own)."""
+    parts: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(_MODEL_HEADER):
+            current = parts.setdefault(line[len(_MODEL_HEADER) :].strip(), [])
+        elif current is not None:
+            current.append(line)
+    if not parts:
+        config = parse_config_text(text, source=source)
+        return {config.name: config}
+    return {
+        model: parse_config_text("\n".join(lines), source=f"{source} (model {model!r})")
+        for model, lines in parts.items()
+    }

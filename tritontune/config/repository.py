@@ -29,6 +29,9 @@ from tritontune.errors import ConfigError, InputError
 
 ONNX_BACKEND = "onnxruntime"
 PYTHON_BACKEND = "python"
+ENSEMBLE_BACKEND = "ensemble"
+"""What :func:`~tritontune.config.model_config.backend_of` says of an ensemble (its
+``platform: "ensemble"``: Triton's core, not a backend)."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,8 @@ class WorkingRepository:
     def add(self, source: ModelSource, server_backends: frozenset[str]) -> ServedModel:
         """Place ``source`` in the working repository, served natively if the server can."""
         backend = source.backend
-        if backend in server_backends or not server_backends:
+        # An ensemble is Triton's core scheduling composing models, not a backend's model.
+        if backend in server_backends or not server_backends or backend == ENSEMBLE_BACKEND:
             served = ServedModel(source, via_python=False)
         elif backend == ONNX_BACKEND and PYTHON_BACKEND in server_backends:
             served = ServedModel(source, via_python=True)

@@ -385,8 +385,17 @@ def _policy_summary(name: str, policy: dict) -> str:
     return f"{name}:" + ",".join(parts) if parts else ""
 
 
+PIPELINE_KNOBS = "pipeline"
+"""The key under which a pipeline's knobs are kept, per composing model
+(:func:`tritontune.config.pipeline.describe_configs`)."""
+
+
 def knobs_summary(knobs: dict) -> str:
-    """A config's knobs on one line: ``max_batch_size=64 batching(delay=1ms) 1xKIND_CPU ...``."""
+    """A config's knobs on one line: ``max_batch_size=64 batching(delay=1ms) 1xKIND_CPU ...``;
+    a pipeline's, model by model: ``tokenizer: max_batch_size=32 ... | encoder: ...``."""
+    if PIPELINE_KNOBS in knobs:
+        models = knobs[PIPELINE_KNOBS].items()
+        return " | ".join(f"{model}: {knobs_summary(model_knobs)}" for model, model_knobs in models)
     parts = [f"max_batch_size={knobs['max_batch_size']}"]
     if knobs.get("dynamic_batching"):
         inner = [f"delay={format_duration(knobs.get('max_queue_delay_us', 0) / 1e6)}"]

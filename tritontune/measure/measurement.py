@@ -19,7 +19,7 @@ import gc
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -139,6 +139,9 @@ class Measurement:
     """What generated the load (:class:`LoadEngine`)."""
     client: ClientCost | None = None
     """What the load generator cost over the reported windows, and whether it limited them."""
+    steps: Mapping[str, ServerSplit] = field(default_factory=dict)
+    """A pipeline's composing models (``step_models`` of :func:`measure_load`), each one's
+    statistics over the same windows as :attr:`server`: where an end-to-end request's time went."""
 
     @property
     def client_bound(self) -> bool:
@@ -189,7 +192,7 @@ class Measurement:
             "gpu": gpu_to_list(self.gpu),
             "engine": self.engine.value,
             "client": self.client.to_dict() if self.client else None,
-        }
+        } | ({"steps": {m: asdict(split) for m, split in self.steps.items()}} if self.steps else {})
 
 
 @dataclass
@@ -199,6 +202,8 @@ class _Edge:
     stats: ModelStatsSnapshot | None
     lag_index: int = 0
     """Where the client's lag samples stood (send lags open loop, loop lags closed loop)."""
+    steps: dict[str, ModelStatsSnapshot | None] = field(default_factory=dict)
+    """The step models' statistics at this edge."""
 
 
 def measure_load(
@@ -213,6 +218,7 @@ def measure_load(
     metrics_url: str | None = None,
     processes: int = 1,
     max_processes: int | None = None,
+    step_models: tuple[str, ...] = (),
 ) -> Measurement:
     """Measure ``model`` at one load level (blocking; runs its own event loop).
 
@@ -222,13 +228,24 @@ def measure_load(
     (:mod:`load_processes`); with ``max_processes`` (``--load-processes auto``, see
     :func:`load_processes.auto_processes_limit`), a level found client-bound is measured again
     with twice as many, up to ``max_processes``, and the last measurement is kept (its
-    ``client.processes`` says how many measured it)."""
+    ``client.processes`` says how many measured it). ``step_models`` (``model`` is an ensemble):
+    its composing models, whose statistics are read at the same window edges
+    (:attr:`Measurement.steps`)."""
     settings = settings or MeasureSettings()
     while True:
         with no_gc_pauses():
             result = asyncio.run(
                 _measure(
-                    endpoint, model, requests, load, batch_size, settings, seed, metrics_url, processes
+                    endpoint,
+                    model,
+                    requests,
+                    load,
+                    batch_size,
+                    settings,
+                    seed,
+                    metrics_url,
+                    processes,
+                    step_models=step_models,
                 )
             )
         if max_processes is None or not result.client_bound or processes >= max_processes:
@@ -268,6 +285,7 @@ async def _measure(
     seed: int | None,
     metrics_url: str | None = None,
     processes: int = 1,
+    step_models: tuple[str, ...] = (),
 ) -> Measurement:
     generator = LoadGenerator(
         endpoint,
@@ -291,6 +309,9 @@ async def _measure(
     async def snapshot(transport: LoadTransport) -> ModelStatsSnapshot | None:
         return await transport.statistics(model)
 
+    async def step_snapshots(transport: LoadTransport) -> dict[str, ModelStatsSnapshot | None]:
+        return {step: await transport.statistics(step) for step in step_models}
+
     async def scrape_gpus() -> None:
         # In a worker thread: a GET and a parse, off the event loop that sends the requests.
         if metrics_url is not None:
@@ -309,6 +330,7 @@ async def _measure(
         at = time.perf_counter()
         await generator.settle(at)
         edges.append(_Edge(at, _index(log, at), await snapshot(transport), len(lags(log))))
+        edges[-1].steps = await step_snapshots(transport)
         await scrape_gpus()
         while True:
             first = edges[-1]
@@ -326,6 +348,7 @@ async def _measure(
             await generator.settle(at)
             edge = _Edge(at, _index(log, at), None, len(lags(log)))
             edge.stats = await snapshot(transport)
+            edge.steps = await step_snapshots(transport)
             edges.append(edge)
             windows.append(_window(log, first, edge, batch_size))
             lagged = lags(log)[first.lag_index : edge.lag_index]
@@ -407,6 +430,11 @@ def _summarize(
     server = None
     if first.stats is not None and last.stats is not None:
         server = ServerSplit.from_delta(last.stats - first.stats)
+    steps = {}
+    for step, before in first.steps.items():
+        after = last.steps.get(step)
+        if before is not None and after is not None:
+            steps[step] = ServerSplit.from_delta(after - before)
     lag = None
     if load.mode == LoadMode.RATE and log.send_lag:
         lag = float(np.percentile(log.send_lag, 99, method="higher"))
@@ -425,6 +453,7 @@ def _summarize(
         server=server,
         send_lag_p99_s=lag,
         error_examples={kind: log.error_examples.get(kind, "") for kind in errors},
+        steps=steps,
     )
 
 

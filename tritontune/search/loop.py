@@ -28,8 +28,7 @@ from typing import Any
 
 import optuna
 
-from tritontune.config.model_config import config_to_text
-from tritontune.config.variant import describe_config
+from tritontune.config.pipeline import configs_to_text, describe_configs
 from tritontune.errors import ConfigError
 from tritontune.hostinfo import WorkerId, this_worker
 from tritontune.search.objective import Objective
@@ -198,11 +197,11 @@ def run_trial(
     shows it; Triton refusing it, or it bringing the server down twice, fails the trial."""
     try:
         variant = objective.variant(point)
-        config = bench.build(variant)
+        configs = bench.configs(variant)
     except ConfigError as err:
         study.tell_failed(trial, str(err))
         return
-    study.save_config(trial, describe_config(config), config_to_text(config))
+    study.save_config(trial, describe_configs(configs), configs_to_text(configs))
     try:
         evaluation, deaths = with_restarts(bench, lambda: objective.evaluate(bench, variant))
     except ConfigFailed as failed:

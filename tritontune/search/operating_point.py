@@ -23,7 +23,7 @@ from dataclasses import replace
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, meets_slo
 from tritontune.search.ramp import RampRules, ramp_and_bisect
-from tritontune.study.figures import LevelResult, OperatingPoint
+from tritontune.study.figures import LevelResult, OperatingPoint, StepFigure
 
 #: The ramp stops once a level's throughput grew less than this over the best before it.
 SATURATION_GAIN = 0.03
@@ -121,4 +121,5 @@ def _point(
         avg_batch_size=best.server.avg_batch_size if best.server else None,
         levels=levels,
         mean_s=best.latency.mean if best.latency.count else None,
+        steps=tuple(StepFigure.of(model, split) for model, split in best.steps.items()),
     )

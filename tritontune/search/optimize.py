@@ -18,14 +18,15 @@ PostgreSQL); one of them measures the baseline and one runs the playoff (claims)
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 
 from tritontune import __version__
-from tritontune.config.model_config import ModelConfig, config_to_text
+from tritontune.config.model_config import ModelConfig
+from tritontune.config.pipeline import configs_to_text
 from tritontune.config.variant import Precision, Variant
 from tritontune.errors import InputError, ServerError
 from tritontune.hostinfo import WorkerId, this_worker
@@ -36,13 +37,14 @@ from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
+from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
 from tritontune.search.predicted import CalibrationProgress, Strategy, use_prediction
 from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
-from tritontune.study.figures import OperatingPoint, PlayoffResult
+from tritontune.study.figures import OperatingPoint, PlayoffResult, bottleneck
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import RecordedPrecision, StudyIdentity, StudyRecord, TrialResult
 from tritontune.study.storage import DEFAULT_STORAGE, storage_label
@@ -279,13 +281,20 @@ def run_search(
     use_space(study, space, what="--space (and --accuracy)")
     start_study(study, session, settings.measure, settings.trials)
     worker = this_worker()
-    _baseline(study, session, settings, progress, worker)
+    baseline = _baseline(study, session, settings, progress, worker)
+    if isinstance(space, PipelineSpace):
+        space = _focus_on_bottleneck(space, baseline, settings.trials)
 
     restarts_before = session.restarts
     # The budget starts before calibration: --timeout bounds the whole search, whatever the strategy.
     budget = Budget.start(settings.trials, settings.timeout_s, space.size())
     objective: Objective = SloObjective(space, settings)
     if settings.strategy == Strategy.PREDICT:
+        if isinstance(space, PipelineSpace):
+            raise InputError(
+                "--strategy predict: a pipeline's configs are not predicted yet (the simulator "
+                "models one model's batcher); use --strategy tpe"
+            )
         objective = use_prediction(
             study,
             session,
@@ -363,7 +372,7 @@ def _baseline(
             )
         except ConfigFailed as failed:
             raise ServerError(f"the model's own config could not be measured: {failed}") from None
-        study.save_baseline(measured, config_to_text(session.source.base_config))
+        study.save_baseline(measured, configs_to_text(session.configs(Variant())))
         baseline = measured
     if progress.on_baseline:
         progress.on_baseline(baseline)
@@ -401,7 +410,7 @@ def _playoff(
                 variant=variant,
                 load=trial.operating_point.load,
                 screening_throughput=trial.operating_point.throughput,
-                simplicity=simplicity(session.build(variant)),
+                simplicity=simplicity(session.configs(variant).values()),
             )
         )
     if record.baseline is not None and record.baseline.levels:
@@ -421,14 +430,29 @@ def _playoff(
     study.save_playoff(result)
 
 
-def simplicity(config: ModelConfig) -> tuple[float, ...]:
+def simplicity(configs: Iterable[ModelConfig]) -> tuple[float, ...]:
     """How much a config costs to run, for the playoff's tie rule: instances, then the largest
-    batch, then the queue delay (smaller is simpler)."""
-    instances = sum(max(group.count, 1) for group in config.instance_group) or 1
-    delay = 0
-    if config.HasField("dynamic_batching"):
-        delay = config.dynamic_batching.max_queue_delay_microseconds
-    return (float(instances), float(config.max_batch_size), float(delay))
+    batch, then the queue delay (smaller is simpler); a pipeline's, summed over its models
+    (the largest batch: the largest of any)."""
+    instances, largest, delay = 0, 0, 0
+    for config in configs:
+        instances += sum(max(group.count, 1) for group in config.instance_group) or 1
+        largest = max(largest, config.max_batch_size)
+        if config.HasField("dynamic_batching"):
+            delay += config.dynamic_batching.max_queue_delay_microseconds
+    return (float(instances), float(largest), float(delay))
+
+
+def _focus_on_bottleneck(
+    space: PipelineSpace, baseline: OperatingPoint | None, trials: int | None
+) -> PipelineSpace:
+    """The pipeline's space, proposing only the bottleneck step's knobs for the first half of
+    the budget (see :mod:`tritontune.search.pipeline_space`); without the baseline's step
+    figures (another worker measures it), every step's knobs from the start."""
+    step = bottleneck(baseline.steps) if baseline is not None else None
+    if step is None:
+        return space
+    return space.focused_on(step.model, max(3, (trials or 20) // 2))
 
 
 def measure_operating_point(

@@ -12,9 +12,11 @@ import optuna
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.measurement import MeasureSettings
+from tritontune.search.pipeline_space import default_pipeline_space
 from tritontune.search.sampler import snapping
 from tritontune.search.space import SearchSpace, SpaceSource, apply_space, default_space
 from tritontune.serving.bench import Bench
+from tritontune.serving.pipeline_session import PipelineSession
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import RecordedRequestShape, StudyContext
 
@@ -55,7 +57,20 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
     """The default space for the bench's model and server, with ``space_source``'s changes.
 
     Precision variants are in it for an ONNX model on a server tritontune launched (a remote
-    server can't be given the variant files)."""
+    server can't be given the variant files). A pipeline's is every composing model's
+    (:mod:`tritontune.search.pipeline_space`)."""
+    if isinstance(bench, PipelineSession):
+        if space_source is not None:
+            raise InputError(
+                f"{space_source.where}: a space for a pipeline is not read yet; its composing "
+                "models' default spaces are searched (run without --space)"
+            )
+        return default_pipeline_space(
+            bench.pipeline,
+            bench.info.capabilities,
+            slo_p99_s=slo_p99_s,
+            batch_dims_dynamic={m: bench.step_builder(m).batch_dim_dynamic for m in bench.step_models},
+        )
     defaults = default_space(
         bench.source.base_config,
         bench.info.capabilities,

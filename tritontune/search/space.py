@@ -151,8 +151,10 @@ class SearchSpace:
 
     dimensions: dict[str, Dimension] = field(default_factory=dict)
 
-    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
-        """Ask ``trial`` for a point; batching knobs are only asked for when batching is on."""
+    def suggest(self, trial: optuna.Trial, prefix: str = "") -> dict[str, Any]:
+        """Ask ``trial`` for a point; batching knobs are only asked for when batching is on.
+        ``prefix`` goes before each name the trial is asked for (a pipeline's ``MODEL/``); the
+        point's own names are the dimensions'."""
         point: dict[str, Any] = {}
         dims = self.dimensions
         for name in DIMENSIONS:
@@ -165,7 +167,7 @@ class SearchSpace:
             if name == "dynamic_batching" and point.get("max_batch_size", 1) == 0:
                 point[name] = False
                 continue
-            point[name] = dims[name].suggest(trial, name)
+            point[name] = dims[name].suggest(trial, prefix + name)
         return point
 
     def to_variant(self, point: dict[str, Any]) -> Variant:

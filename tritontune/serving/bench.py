@@ -82,6 +82,11 @@ class Bench(Protocol):
         """The validated config ``variant`` stands for (no server needed)."""
         ...
 
+    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
+        """Every validated config ``variant`` stands for, by model: the model's own, or a
+        pipeline's composing models' (what a trial keeps)."""
+        ...
+
     def load(self, variant: Variant) -> LoadReceipt:
         """Serve the model with ``variant``'s config."""
         ...

@@ -18,6 +18,7 @@ from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
+from tritontune.config.pipeline import is_pipeline
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel, load_model_source
 from tritontune.config.variant import FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
@@ -79,6 +80,8 @@ class TuningSession:
         self._class_requests: dict[str, ClassRequests] = {}
         self._endpoints: dict[str, tuple[str, ModelConfig]] = {}
         """Class -> (served name, config) while endpoints are loaded."""
+        self.step_models: tuple[str, ...] = ()
+        """Models whose statistics every measurement also reads (a pipeline's composing models)."""
 
     def _linked_directories(self) -> tuple[Path, ...]:
         """Where the working repository's links lead (the user's model files, the precision
@@ -201,6 +204,10 @@ class TuningSession:
         self._built = (variant, copy_config(config))
         return config
 
+    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
+        """Every config ``variant`` stands for, by model: this model's alone."""
+        return {self.name: self.build(variant)}
+
     def load(self, variant: Variant) -> LoadReceipt:
         """Validate ``variant`` and switch the running model to it."""
         config = self.build(variant)
@@ -287,6 +294,7 @@ class TuningSession:
                 metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
                 processes=self.load_settings.processes or 1,
                 max_processes=self._auto_processes(),
+                step_models=self.step_models,
             )
         measurement = engine(
             self.server.endpoint(),
@@ -355,5 +363,13 @@ class TuningSession:
 
 
 def open_session(model_repository: Path, model: str, **options: Any) -> TuningSession:
-    """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet)."""
-    return TuningSession(load_model_source(Path(model_repository), model), **options)
+    """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet); for an
+    ensemble, a :class:`~tritontune.serving.pipeline_session.PipelineSession` (its graph
+    validated first)."""
+    source = load_model_source(Path(model_repository), model)
+    if is_pipeline(source.base_config):
+        # Imported here: the pipeline session is a subclass of this module's.
+        from tritontune.serving.pipeline_session import open_pipeline_session
+
+        return open_pipeline_session(Path(model_repository), model, **options)
+    return TuningSession(source, **options)

@@ -17,7 +17,7 @@ from typing import Any
 
 from tritontune.measure.gpu_metrics import GpuFigures, gpu_from_list, gpu_to_list
 from tritontune.measure.loadgen import LoadMode
-from tritontune.measure.measurement import Measurement, meets_slo
+from tritontune.measure.measurement import Measurement, ServerSplit, meets_slo
 from tritontune.measure.traffic import Layout
 from tritontune.study.duet import Duet
 
@@ -73,6 +73,52 @@ class LevelResult:
 
 
 @dataclass(frozen=True)
+class StepFigure:
+    """One composing model of a pipeline at a measured level: where an end-to-end request spent
+    its time in that step (Triton's statistics for the model over the same windows)."""
+
+    model: str
+    queue_s: float
+    """Mean time a request waited in the model's queue."""
+    compute_s: float
+    """Mean compute time per request (input, inference, output)."""
+    avg_batch_size: float
+    """Inferences per execution (how well the model's batcher filled its batches)."""
+
+    @property
+    def busy_s(self) -> float:
+        """The step's share of a request's time in the server: queue plus compute."""
+        return self.queue_s + self.compute_s
+
+    @classmethod
+    def of(cls, model: str, split: ServerSplit) -> StepFigure:
+        return cls(model, split.avg_queue_s, split.avg_compute_s, split.avg_batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "queue_ms": round(self.queue_s * 1e3, 4),
+            "compute_ms": round(self.compute_s * 1e3, 4),
+            "avg_batch_size": round(self.avg_batch_size, 3),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepFigure:
+        return cls(
+            str(data["model"]),
+            float(data["queue_ms"]) / 1e3,
+            float(data["compute_ms"]) / 1e3,
+            float(data["avg_batch_size"]),
+        )
+
+
+def bottleneck(steps: Sequence[StepFigure]) -> StepFigure | None:
+    """The step a request spends the most time in (queue and compute): the one whose knobs
+    matter most; None without step figures."""
+    return max(steps, key=lambda step: step.busy_s, default=None)
+
+
+@dataclass(frozen=True)
 class OperatingPoint:
     """Where a config runs best under the SLO (``feasible`` False: not even at the lowest load)."""
 
@@ -92,6 +138,9 @@ class OperatingPoint:
     client_bound: bool = False
     """The walk stopped at a level the load generator limited: the config may do more than this
     point, which is the best level measured cleanly (a lower bound)."""
+    steps: tuple[StepFigure, ...] = ()
+    """A pipeline's composing models at the operating point (at the lowest load when it is not
+    feasible), in the pipeline's order; empty for a single model."""
 
     @property
     def slo_excess_s(self) -> float:
@@ -100,20 +149,24 @@ class OperatingPoint:
         return excess if not self.feasible else min(0.0, excess)
 
     def to_dict(self) -> dict:
-        return {
-            "slo_p99_ms": self.slo_p99_s * 1e3,
-            "load_mode": LoadMode(self.load_mode).value,
-            "feasible": self.feasible,
-            "load": self.load,
-            "throughput": round(self.throughput, 3),
-            "mean_ms": None if self.mean_s is None else round(self.mean_s * 1e3, 4),
-            "p50_ms": round(self.p50_s * 1e3, 4),
-            "p99_ms": round(self.p99_s * 1e3, 4),
-            "p99_deviation": round(self.p99_deviation, 4),
-            "throughput_deviation": round(self.throughput_deviation, 4),
-            "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
-            "levels": [level.to_dict() for level in self.levels],
-        } | ({"client_bound": True} if self.client_bound else {})
+        return (
+            {
+                "slo_p99_ms": self.slo_p99_s * 1e3,
+                "load_mode": LoadMode(self.load_mode).value,
+                "feasible": self.feasible,
+                "load": self.load,
+                "throughput": round(self.throughput, 3),
+                "mean_ms": None if self.mean_s is None else round(self.mean_s * 1e3, 4),
+                "p50_ms": round(self.p50_s * 1e3, 4),
+                "p99_ms": round(self.p99_s * 1e3, 4),
+                "p99_deviation": round(self.p99_deviation, 4),
+                "throughput_deviation": round(self.throughput_deviation, 4),
+                "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
+                "levels": [level.to_dict() for level in self.levels],
+            }
+            | ({"client_bound": True} if self.client_bound else {})
+            | ({"steps": [step.to_dict() for step in self.steps]} if self.steps else {})
+        )
 
     @classmethod
     def from_dict(cls, data: dict) -> OperatingPoint:
@@ -151,6 +204,7 @@ class OperatingPoint:
             levels=levels,
             mean_s=data["mean_ms"] / 1e3 if data.get("mean_ms") is not None else None,
             client_bound=bool(data.get("client_bound", False)),
+            steps=tuple(StepFigure.from_dict(step) for step in data.get("steps", ())),
         )
 
 

@@ -1,0 +1,144 @@
+"""The bench of a pipeline: an ensemble and its composing models on one server.
+
+A :class:`PipelineSession` is a :class:`~tritontune.serving.session.TuningSession` whose model is
+an ensemble: requests go to the ensemble (end to end, as a client of the pipeline sends them),
+and a :class:`~tritontune.config.pipeline.PipelineVariant` is loaded by reloading each composing
+model with its own config, then the ensemble. Every measurement also reads each composing
+model's statistics at the same window edges (:attr:`Measurement.steps`), which is where an
+end-to-end request's time went, step by step. Everything else (the server, restarts, faults,
+measuring, the log) is the session's.
+
+What a pipeline does not do yet: precision variants of its ONNX models, and a workload's classes
+(endpoints, several models each with its own class); both are refused with one line.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tritontune.config.builder import ConfigBuilder
+from tritontune.config.model_config import ModelConfig, copy_config
+from tritontune.config.pipeline import Pipeline, PipelineVariant, load_pipeline
+from tritontune.config.repository import ModelSource, ServedModel
+from tritontune.config.variant import Variant
+from tritontune.errors import ConfigError, InputError
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.mixed import TrafficMeasurement
+from tritontune.measure.traffic import Traffic
+from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
+from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.session import TuningSession
+
+_NO_CLASSES = (
+    "a pipeline is measured end to end with one class of load; a workload's classes (each its "
+    "own endpoint or model) are not searched for pipelines yet"
+)
+
+
+class PipelineSession(TuningSession):
+    """Use as a context manager, like :class:`TuningSession` (see the module docstring)."""
+
+    def __init__(self, pipeline: Pipeline, **options: Any) -> None:
+        super().__init__(pipeline.ensemble, **options)
+        self.pipeline = pipeline
+        self.step_models = pipeline.composing_models
+        self._served_steps: dict[str, ServedModel] = {}
+        self._builders: dict[str, ConfigBuilder] = {}
+
+    def _linked_directories(self) -> tuple[Path, ...]:
+        """Where every composing model's files lead (and the ensemble's, an empty version)."""
+        targets = set(super()._linked_directories())
+        for source in self.pipeline.models:
+            version = source.directory / source.version
+            targets |= {(version / entry.name).resolve().parent for entry in version.iterdir()}
+        return tuple(sorted(targets))
+
+    # -- facts -----------------------------------------------------------------------------------
+    @property
+    def via_python(self) -> bool:
+        return any(served.via_python for served in self._served_steps.values())
+
+    def step_source(self, model: str) -> ModelSource:
+        return next(source for source in self.pipeline.models if source.name == model)
+
+    def step_builder(self, model: str) -> ConfigBuilder:
+        """Configs for composing model ``model`` on this server (known once it is up)."""
+        if model not in self._builders:
+            self._builders[model] = ConfigBuilder(
+                self.step_source(model),
+                self.info.capabilities,
+                batch_size=self.request_shape.batch_size,
+            )
+        return self._builders[model]
+
+    # -- lifetime --------------------------------------------------------------------------------
+    def __enter__(self) -> PipelineSession:
+        self.server.__enter__()
+        try:
+            for source in self.pipeline.models:
+                self._served_steps[source.name] = self.server.add_model(source)
+            self.served = self.server.add_model(self.source)
+        except BaseException as err:
+            self.server.__exit__(type(err), err, err.__traceback__)
+            raise
+        return self
+
+    # -- configs ---------------------------------------------------------------------------------
+    def build(self, variant: Variant) -> ModelConfig:
+        """The ensemble's own config (it has no knobs; :meth:`configs` has the models')."""
+        self.configs(variant)
+        return copy_config(self.source.base_config)
+
+    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
+        """Each composing model's validated config for ``variant``; a plain, empty ``Variant``
+        is every model's own config."""
+        if not isinstance(variant, PipelineVariant):
+            if variant != Variant():
+                raise ConfigError(
+                    f"{self.name!r} is an ensemble: its knobs are its composing models' "
+                    f"({', '.join(self.step_models)}), set per model"
+                )
+            variant = PipelineVariant()
+        return {model: self.step_builder(model).build(variant.of(model)) for model in self.step_models}
+
+    def load(self, variant: Variant) -> LoadReceipt:
+        """Reload every composing model with its config, then the ensemble (Triton checks the
+        ensemble's graph against the models it now serves, batch sizes included)."""
+        configs = self.configs(variant)
+        switch_s = 0.0
+        for model, config in configs.items():
+            served = self._served_steps[model]
+            switch_s += self.server.load_model(model, served.served_config(config))
+        ensemble = self.build(variant)
+        switch_s += self.server.load_model(self.name, ensemble)
+        self._loaded, self._again = variant, partial(self.load, variant)
+        self._class_requests, self._endpoints = {}, {}
+        self._requests = self._prepare(self.name, ensemble, self.request_shape)
+        return LoadReceipt({**configs, self.name: ensemble}, switch_s)
+
+    def prepare_precisions(
+        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
+    ) -> dict[str, PrecisionCheck]:
+        raise InputError(
+            "precision variants of a pipeline's composing models are not searched yet; "
+            "search the ONNX model alone for its precision, then the pipeline"
+        )
+
+    def load_endpoints(self, variants: Any) -> LoadReceipt:
+        raise InputError(_NO_CLASSES)
+
+    def load_routes(self, routes: Any) -> LoadReceipt:
+        raise InputError(_NO_CLASSES)
+
+    def measure_traffic(
+        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
+    ) -> TrafficMeasurement:
+        raise InputError(_NO_CLASSES)
+
+
+def open_pipeline_session(model_repository: Path, model: str, **options: Any) -> PipelineSession:
+    """A :class:`PipelineSession` for ensemble ``model`` of ``model_repository`` (validated, not
+    started yet)."""
+    return PipelineSession(load_pipeline(Path(model_repository), model), **options)
