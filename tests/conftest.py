@@ -220,3 +220,52 @@ def postgres_url():
     from tests.postgres import postgres_server
 
     yield from postgres_server()
+
+
+@pytest.fixture
+def pipeline_repository(tmp_path: Path) -> Path:
+    """A repository holding a small real pipeline (``tests/pipelines.py``) that a test may change."""
+    from tests.pipelines import write_pipeline
+
+    return write_pipeline(tmp_path / "pipeline_repository")
+
+
+@dataclass(frozen=True)
+class PipelineStudy:
+    """A finished search of the small real pipeline (``tests/pipelines.py``)."""
+
+    repository: Path
+    storage: str
+    name: str
+    slo_s: float
+    result: Any
+    """The ``SearchResult``, as ``run_search`` returned it."""
+
+
+@pytest.fixture(scope="session")
+def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
+    """One real search of the small pipeline on the real bundled tritonserver (3 trials, a
+    2-round playoff), shared by the pipeline tests of search, export and check (read only)."""
+    from tests.pipelines import PIPELINE, write_pipeline
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.search.optimize import SearchSettings, run_search
+    from tritontune.search.playoff import PlayoffSettings
+    from tritontune.search.setup import space_for
+    from tritontune.serving.session import open_session
+
+    repository = write_pipeline(tmp_path_factory.mktemp("pipeline") / "model_repository")
+    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
+    storage = f"sqlite:///{repository.parent / 'studies.db'}"
+    settings = SearchSettings(
+        slo_p99_s=0.100,
+        trials=3,
+        seed=3,
+        storage=storage,
+        study_name="pipe",
+        measure=fast,
+        max_load=16,
+        playoff=PlayoffSettings(top=2, rounds=2, measure=fast),
+    )
+    with open_session(repository, PIPELINE, settings=fast) as session:
+        result = run_search(session, space_for(session, settings.slo_p99_s), settings)
+    return PipelineStudy(repository, storage, "pipe", settings.slo_p99_s, result)
