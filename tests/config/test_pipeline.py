@@ -614,3 +614,37 @@ def test_an_ensemble_needs_a_version_directory(repo: Path):
         f"{repo}/pipe: no version directory; Triton loads an ensemble only from one, even empty "
         f"(create {repo}/pipe/1)"
     )
+
+
+def test_a_pipelines_configs_are_kept_as_one_text_and_read_back(tmp_path: Path):
+    from tests.pipelines import PIPELINE, write_pipeline
+    from tritontune.config.pipeline import configs_from_text, configs_to_text, describe_configs
+    from tritontune.config.variant import Variant, apply_variant, knobs_summary
+
+    pipeline = load_pipeline(write_pipeline(tmp_path), PIPELINE)
+    configs = {
+        source.name: apply_variant(source.base_config, Variant(instance_count=i + 1))
+        for i, source in enumerate(pipeline.models)
+    }
+    text = configs_to_text(configs)
+    assert configs_from_text(text, source="trial 3") == configs
+    knobs = describe_configs(configs)
+    assert set(knobs["pipeline"]) == {"scale", "shift"}
+    assert knobs_summary(knobs) == (
+        "scale: max_batch_size=8 batching(delay=0) 1xAUTO"
+        " | shift: max_batch_size=8 batching(delay=0) 2xAUTO"
+    )
+    # One model's config is kept as it always was: its plain config.pbtxt text.
+    single = {"scale": configs["scale"]}
+    assert configs_from_text(configs_to_text(single), source="x") == single
+    assert "pipeline" not in describe_configs(single)
+
+
+def test_a_pipeline_variant_names_each_models_knobs():
+    from tritontune.config.pipeline import PipelineVariant
+    from tritontune.config.variant import Variant
+
+    variant = PipelineVariant(models=(("a", Variant(max_batch_size=4)), ("b", Variant())))
+    assert variant.of("a").max_batch_size == 4 and variant.of("c") == Variant()
+    assert variant.to_dict() == {"a": {"max_batch_size": 4}}
+    assert variant != Variant() and PipelineVariant() != Variant()

@@ -1,0 +1,64 @@
+"""A real search of a pipeline (an ensemble of two Python models) on the real tritonserver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PipelineStudy
+from tests.pipelines import PIPELINE, STEPS
+from tritontune.config.pipeline import PipelineVariant, configs_from_text
+from tritontune.config.variant import Variant
+from tritontune.errors import ConfigError, InputError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.serving.pipeline_session import PipelineSession
+from tritontune.serving.session import open_session
+
+pytestmark = pytest.mark.integration
+
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
+
+
+def test_the_search_tunes_every_composing_model_for_the_end_to_end_figure(pipeline_study: PipelineStudy):
+    result = pipeline_study.result
+    assert len(result.results) == 3 and not result.failed
+    baseline = result.baseline
+    assert baseline is not None and baseline.feasible
+    # Triton's statistics of each composing model, over the same windows as the end-to-end figure.
+    assert [s.model for s in baseline.steps] == list(STEPS)
+    shift = dict((s.model, s) for s in baseline.steps)["shift"]
+    assert shift.compute_s >= 0.0015  # it sleeps 2 ms per execution (of one request or several)
+    assert shift.busy_s > dict((s.model, s) for s in baseline.steps)["scale"].busy_s
+    for trial in result.results:
+        assert set(trial.knobs["pipeline"]) == set(STEPS)
+        assert set(configs_from_text(trial.config_pbtxt, source="trial")) == set(STEPS)
+        assert trial.operating_point is not None and trial.operating_point.steps
+    # Bottleneck first: shift (2 ms a batch) is searched alone for the first trials.
+    first = min(result.results, key=lambda r: r.number)
+    assert first.number == 0 and all(name.startswith("shift/") for name in first.params)
+    winner = result.winner
+    assert winner is not None and winner.point.feasible
+    assert winner.point.throughput >= 0.8 * baseline.throughput  # the playoff's rounds are noisy
+    results = result.to_dict()
+    assert results["best"]["config"]["pipeline"].keys() == set(STEPS)
+    assert [s["model"] for s in results["baseline"]["steps"]] == list(STEPS)
+
+
+def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
+    pipeline_repository: Path,
+):
+    with open_session(pipeline_repository, PIPELINE, settings=FAST) as session:
+        assert isinstance(session, PipelineSession)
+        variant = PipelineVariant(models=(("shift", Variant(instance_count=2, max_queue_delay_us=500)),))
+        receipt = session.load(variant)
+        assert receipt.configs["shift"].instance_group[0].count == 2
+        assert receipt.configs["scale"] == session.step_source("scale").base_config
+        m = session.measure(LoadSpec.concurrency(4))
+        assert m.throughput > 0 and set(m.steps) == set(STEPS)
+        assert all(split.requests > 0 for split in m.steps.values())
+        with pytest.raises(ConfigError, match="its knobs are its composing models'"):
+            session.configs(Variant(max_batch_size=4))
+        with pytest.raises(InputError, match="precision variants of a pipeline"):
+            session.prepare_precisions(["fp16"])
