@@ -34,7 +34,12 @@ from tritontune.config.model_config import (
     parse_config_text,
     read_config,
 )
-from tritontune.config.repository import ONNX_BACKEND, ModelSource, load_model_source
+from tritontune.config.repository import (
+    ONNX_BACKEND,
+    PYTHON_BACKEND,
+    ModelSource,
+    load_model_source,
+)
 from tritontune.config.variant import PIPELINE_KNOBS, Variant, describe_config
 from tritontune.errors import ConfigError, InputError
 
@@ -110,28 +115,50 @@ class PipelineStep:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A validated ensemble: its own model source, its steps and its composing models.
+    """Models served together behind one entry model that clients call.
 
-    Built by :func:`load_pipeline` only, so a ``Pipeline`` always describes a graph Triton would
-    accept (as far as its configs tell; see the module's docstring).
+    Two kinds: an **ensemble** (its steps route tensors between composing models; it has no
+    knobs of its own), built by :func:`load_pipeline`, so it always describes a graph Triton
+    would accept (as far as its configs tell; see the module's docstring); and a **BLS model**
+    (Business Logic Scripting: a Python model whose code calls the composing models), built by
+    :func:`load_bls_pipeline`: no steps, and knobs of its own (its instances, its batcher).
     """
 
-    ensemble: ModelSource
-    """The ensemble itself (its directory, version and config)."""
+    entry: ModelSource
+    """The model clients call: the ensemble, or the BLS model (its directory, version, config)."""
     steps: tuple[PipelineStep, ...]
-    """In dependency order: a step comes after every step that writes a tensor it reads (of the
-    steps that could go next, the one written first in the config does)."""
+    """An ensemble's steps in dependency order: a step comes after every step that writes a
+    tensor it reads (of the steps that could go next, the one written first in the config
+    does). Empty for a BLS model (its calls are in its code)."""
     models: tuple[ModelSource, ...]
-    """The composing models, one per model and version, in the order their first step runs; a
-    pinned ``model_version`` is the source's :attr:`~ModelSource.version`."""
+    """The composing models, one per model and version, in the order their first step runs
+    (a BLS model's: as named); a pinned ``model_version`` is the source's
+    :attr:`~ModelSource.version`."""
+    bls: bool = False
+    """The entry is a BLS model: tuned with its composing models (:attr:`tuned_models`)."""
+
+    @property
+    def ensemble(self) -> ModelSource:
+        """An ensemble pipeline's ensemble (its :attr:`entry`)."""
+        return self.entry
 
     @property
     def name(self) -> str:
-        return self.ensemble.name
+        return self.entry.name
 
     @property
     def config(self) -> ModelConfig:
-        return self.ensemble.base_config
+        return self.entry.base_config
+
+    @property
+    def tuned_models(self) -> tuple[str, ...]:
+        """Every model whose config is searched: a BLS model and then its composing models; an
+        ensemble's composing models (the ensemble has no knobs)."""
+        return ((self.name,) if self.bls else ()) + self.composing_models
+
+    def source(self, model: str) -> ModelSource:
+        """The source of a tuned model (the entry, or a composing model)."""
+        return next(s for s in (self.entry, *self.models) if s.name == model)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -146,6 +173,8 @@ class Pipeline:
     @property
     def composing_models(self) -> tuple[str, ...]:
         """The composing models' names, each once, in dependency order."""
+        if not self.steps:
+            return tuple(dict.fromkeys(source.name for source in self.models))
         return tuple(dict.fromkeys(step.model for step in self.steps))
 
     def source_of(self, step: PipelineStep) -> ModelSource:
@@ -214,7 +243,52 @@ def load_pipeline(repository: Path, name: str) -> Pipeline:
     for step in order:
         source = sources[step.index]
         models.setdefault((source.name, source.version), source)
-    return Pipeline(ensemble=ensemble, steps=tuple(order), models=tuple(models.values()))
+    return Pipeline(entry=ensemble, steps=tuple(order), models=tuple(models.values()))
+
+
+def load_bls_pipeline(repository: Path, name: str, composing: Iterable[str]) -> Pipeline:
+    """Read BLS model ``name`` and the models its code calls (``composing``: Triton's configs
+    do not say which, so the user does) from ``repository``.
+
+    A BLS model is a Python-backend model; each composing model must be in the repository, be
+    another model, and be named once. An ensemble is refused here (its steps say what it runs).
+    """
+    repository = Path(repository)
+    entry = load_model_source(repository, name)
+    where = f"{entry.directory / 'config.pbtxt'}"
+    if is_pipeline(entry.base_config):
+        raise InputError(
+            f"--composing: {name!r} is an ensemble; its composing models come from its "
+            "ensemble_scheduling steps (drop --composing)"
+        )
+    if entry.backend != PYTHON_BACKEND:
+        raise InputError(
+            f"{where}: backend: --composing is for a BLS model (a Python-backend model calling "
+            f"others); {name!r} uses {entry.backend!r}"
+        )
+    names = list(composing)
+    if not names:
+        raise InputError(f"--composing: name the models {name!r} calls")
+    models = []
+    for model in names:
+        if model == name:
+            raise InputError(f"--composing {model}: that is the BLS model itself")
+        if names.count(model) > 1:
+            raise InputError(f"--composing {model}: named twice")
+        if Path(model).name != model or not (repository / model).is_dir():
+            present = sorted(p.name for p in repository.iterdir() if p.is_dir())
+            raise InputError(
+                f"--composing {model}: no such model in {repository} (models there: "
+                f"{', '.join(present)})"
+            )
+        source = load_model_source(repository, model)
+        if is_pipeline(source.base_config):
+            raise InputError(
+                f"--composing {model}: an ensemble; name the models it runs instead (tuning is "
+                "per model)"
+            )
+        models.append(source)
+    return Pipeline(entry=entry, steps=(), models=tuple(models), bls=True)
 
 
 def _check_version_directory(directory: Path) -> None:

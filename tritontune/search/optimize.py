@@ -449,7 +449,8 @@ def _focus_on_bottleneck(
     """The pipeline's space, proposing only the bottleneck step's knobs for the first half of
     the budget (see :mod:`tritontune.search.pipeline_space`); without the baseline's step
     figures (another worker measures it), every step's knobs from the start."""
-    step = bottleneck(baseline.steps) if baseline is not None else None
+    caller = space.models[0] if space.calls else None  # a BLS model waits for its calls
+    step = bottleneck(baseline.steps, caller) if baseline is not None else None
     if step is None:
         return space
     return space.focused_on(step.model, max(3, (trials or 20) // 2))

@@ -59,18 +59,20 @@ class PipelineSpace(SearchSpace):
 
     parts: tuple[tuple[str, SearchSpace], ...] = ()
     """(composing model, its space), in the pipeline's order."""
+    calls: bool = False
+    """The first part is a BLS model that calls the others (its compute includes theirs)."""
     focus: str | None = None
     """The bottleneck model, searched alone for the first :attr:`focus_trials` trials."""
     focus_trials: int = 0
 
     @classmethod
-    def of(cls, parts: Mapping[str, SearchSpace]) -> PipelineSpace:
+    def of(cls, parts: Mapping[str, SearchSpace], *, calls: bool = False) -> PipelineSpace:
         dimensions = {
             knob_name(model, name): dimension
             for model, space in parts.items()
             for name, dimension in space.dimensions.items()
         }
-        return cls(dimensions, tuple(parts.items()))
+        return cls(dimensions, tuple(parts.items()), calls)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -113,7 +115,9 @@ class PipelineSpace(SearchSpace):
         model, knob = split_name(name)
         parts = {m: (s.replace(knob, dimension) if m == model else s) for m, s in self.parts}
         return dataclasses.replace(
-            PipelineSpace.of(parts), focus=self.focus, focus_trials=self.focus_trials
+            PipelineSpace.of(parts, calls=self.calls),
+            focus=self.focus,
+            focus_trials=self.focus_trials,
         )
 
     def describe(self) -> dict[str, str]:
@@ -136,15 +140,17 @@ def default_pipeline_space(
     slo_p99_s: float,
     batch_dims_dynamic: Mapping[str, bool],
 ) -> PipelineSpace:
-    """Each composing model's :func:`default_space`, without precision variants (not searched
-    for pipelines yet). A composing model's ``max_batch_size`` stays at or above the ensemble's:
-    Triton refuses an ensemble that lets a client send batches one of its models cannot take,
-    and the user's ensemble is their clients' contract. Batches smaller than that are still
-    formed: the batcher's delay, not the limit, decides how many requests it waits for."""
+    """Each tuned model's :func:`default_space`, without precision variants (not searched for
+    pipelines yet). A composing model's ``max_batch_size`` stays at or above the entry's:
+    Triton refuses an ensemble that lets a client send batches one of its models cannot take (a
+    BLS model passing its batch on would fail the same way), and the entry's limit is the
+    user's contract with their clients, so a BLS model's own ``max_batch_size`` is kept too.
+    Batches smaller than that are still formed: the batcher's delay, not the limit, decides how
+    many requests it waits for."""
     ensemble_limit = pipeline.config.max_batch_size
     parts: dict[str, SearchSpace] = {}
-    for model in pipeline.composing_models:
-        source = pipeline.source_of(next(s for s in pipeline.steps if s.model == model))
+    for model in pipeline.tuned_models:
+        source = pipeline.source(model)
         space = default_space(
             source.base_config,
             target,
@@ -152,8 +158,10 @@ def default_pipeline_space(
             batch_dim_dynamic=batch_dims_dynamic.get(model, False),
         )
         sizes = space.dimensions.get("max_batch_size")
-        if ensemble_limit > 0 and isinstance(sizes, Choice):
+        if model == pipeline.name and isinstance(sizes, Choice):
+            space = space.replace("max_batch_size", Choice((ensemble_limit,)))
+        elif ensemble_limit > 0 and isinstance(sizes, Choice):
             allowed = tuple(size for size in sizes.values if size >= ensemble_limit)
             space = space.replace("max_batch_size", Choice(allowed or (ensemble_limit,)))
         parts[model] = space
-    return PipelineSpace.of(parts)
+    return PipelineSpace.of(parts, calls=pipeline.bls)

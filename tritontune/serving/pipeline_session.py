@@ -1,12 +1,14 @@
-"""The bench of a pipeline: an ensemble and its composing models on one server.
+"""The bench of a pipeline: an entry model (an ensemble, or a BLS model) and its composing
+models on one server.
 
 A :class:`PipelineSession` is a :class:`~tritontune.serving.session.TuningSession` whose model is
-an ensemble: requests go to the ensemble (end to end, as a client of the pipeline sends them),
+the pipeline's entry: requests go to it (end to end, as a client of the pipeline sends them),
 and a :class:`~tritontune.config.pipeline.PipelineVariant` is loaded by reloading each composing
-model with its own config, then the ensemble. Every measurement also reads each composing
-model's statistics at the same window edges (:attr:`Measurement.steps`), which is where an
-end-to-end request's time went, step by step. Everything else (the server, restarts, faults,
-measuring, the log) is the session's.
+model with its own config, then the entry (a BLS model with its tuned config; an ensemble as
+it is). Every measurement also reads each tuned model's statistics at the same window edges
+(:attr:`Measurement.steps`), which is where an end-to-end request's time went, step by step (a
+BLS model's compute includes the calls it waits for). Everything else (the server, restarts,
+faults, measuring, the log) is the session's.
 
 What a pipeline does not do yet: precision variants of its ONNX models, and a workload's classes
 (endpoints, several models each with its own class); both are refused with one line.
@@ -20,7 +22,7 @@ from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
-from tritontune.config.pipeline import Pipeline, PipelineVariant, load_pipeline
+from tritontune.config.pipeline import Pipeline, PipelineVariant, load_bls_pipeline, load_pipeline
 from tritontune.config.repository import ModelSource, ServedModel
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
@@ -41,9 +43,9 @@ class PipelineSession(TuningSession):
     """Use as a context manager, like :class:`TuningSession` (see the module docstring)."""
 
     def __init__(self, pipeline: Pipeline, **options: Any) -> None:
-        super().__init__(pipeline.ensemble, **options)
+        super().__init__(pipeline.entry, **options)
         self.pipeline = pipeline
-        self.step_models = pipeline.composing_models
+        self.step_models = pipeline.tuned_models
         self._served_steps: dict[str, ServedModel] = {}
         self._builders: dict[str, ConfigBuilder] = {}
 
@@ -61,7 +63,7 @@ class PipelineSession(TuningSession):
         return any(served.via_python for served in self._served_steps.values())
 
     def step_source(self, model: str) -> ModelSource:
-        return next(source for source in self.pipeline.models if source.name == model)
+        return self.pipeline.source(model)
 
     def step_builder(self, model: str) -> ConfigBuilder:
         """Configs for composing model ``model`` on this server (known once it is up)."""
@@ -87,36 +89,39 @@ class PipelineSession(TuningSession):
 
     # -- configs ---------------------------------------------------------------------------------
     def build(self, variant: Variant) -> ModelConfig:
-        """The ensemble's own config (it has no knobs; :meth:`configs` has the models')."""
-        self.configs(variant)
-        return copy_config(self.source.base_config)
+        """The entry's config: a BLS model's tuned one; an ensemble's own (it has no knobs;
+        :meth:`configs` has the models')."""
+        configs = self.configs(variant)
+        return configs.get(self.name) or copy_config(self.source.base_config)
 
     def configs(self, variant: Variant) -> dict[str, ModelConfig]:
-        """Each composing model's validated config for ``variant``; a plain, empty ``Variant``
-        is every model's own config."""
+        """Each tuned model's validated config for ``variant``; a plain, empty ``Variant`` is
+        every model's own config."""
         if not isinstance(variant, PipelineVariant):
             if variant != Variant():
                 raise ConfigError(
-                    f"{self.name!r} is an ensemble: its knobs are its composing models' "
+                    f"{self.name!r} is a pipeline: its knobs are its models' "
                     f"({', '.join(self.step_models)}), set per model"
                 )
             variant = PipelineVariant()
         return {model: self.step_builder(model).build(variant.of(model)) for model in self.step_models}
 
     def load(self, variant: Variant) -> LoadReceipt:
-        """Reload every composing model with its config, then the ensemble (Triton checks the
-        ensemble's graph against the models it now serves, batch sizes included)."""
+        """Reload every composing model with its config, then the entry (Triton checks an
+        ensemble's graph against the models it now serves, batch sizes included; a BLS model
+        finds the models it calls loaded)."""
         configs = self.configs(variant)
+        entry = configs.pop(self.name, None) or copy_config(self.source.base_config)
         switch_s = 0.0
         for model, config in configs.items():
             served = self._served_steps[model]
             switch_s += self.server.load_model(model, served.served_config(config))
-        ensemble = self.build(variant)
-        switch_s += self.server.load_model(self.name, ensemble)
+        assert self.served is not None
+        switch_s += self.server.load_model(self.name, self.served.served_config(entry))
         self._loaded, self._again = variant, partial(self.load, variant)
         self._class_requests, self._endpoints = {}, {}
-        self._requests = self._prepare(self.name, ensemble, self.request_shape)
-        return LoadReceipt({**configs, self.name: ensemble}, switch_s)
+        self._requests = self._prepare(self.name, entry, self.request_shape)
+        return LoadReceipt({**configs, self.name: entry}, switch_s)
 
     def prepare_precisions(
         self, precisions: list[str], *, accuracy: AccuracySettings | None = None
@@ -138,7 +143,12 @@ class PipelineSession(TuningSession):
         raise InputError(_NO_CLASSES)
 
 
-def open_pipeline_session(model_repository: Path, model: str, **options: Any) -> PipelineSession:
-    """A :class:`PipelineSession` for ensemble ``model`` of ``model_repository`` (validated, not
-    started yet)."""
-    return PipelineSession(load_pipeline(Path(model_repository), model), **options)
+def open_pipeline_session(
+    model_repository: Path, model: str, composing: tuple[str, ...] = (), **options: Any
+) -> PipelineSession:
+    """A :class:`PipelineSession` for ``model`` of ``model_repository`` (validated, not started
+    yet): an ensemble, or with ``composing``, a BLS model calling those models."""
+    repository = Path(model_repository)
+    if composing:
+        return PipelineSession(load_bls_pipeline(repository, model, composing), **options)
+    return PipelineSession(load_pipeline(repository, model), **options)

@@ -362,14 +362,16 @@ class TuningSession:
         return ClassRequests(model, self._prepare(model, config, traffic_class.request))
 
 
-def open_session(model_repository: Path, model: str, **options: Any) -> TuningSession:
+def open_session(
+    model_repository: Path, model: str, *, composing: tuple[str, ...] = (), **options: Any
+) -> TuningSession:
     """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet); for an
-    ensemble, a :class:`~tritontune.serving.pipeline_session.PipelineSession` (its graph
-    validated first)."""
+    ensemble, or a BLS model calling the ``composing`` models, a
+    :class:`~tritontune.serving.pipeline_session.PipelineSession` (validated first)."""
     source = load_model_source(Path(model_repository), model)
-    if is_pipeline(source.base_config):
+    if composing or is_pipeline(source.base_config):
         # Imported here: the pipeline session is a subclass of this module's.
         from tritontune.serving.pipeline_session import open_pipeline_session
 
-        return open_pipeline_session(Path(model_repository), model, **options)
+        return open_pipeline_session(Path(model_repository), model, composing, **options)
     return TuningSession(source, **options)

@@ -112,10 +112,18 @@ class StepFigure:
         )
 
 
-def bottleneck(steps: Sequence[StepFigure]) -> StepFigure | None:
+def bottleneck(steps: Sequence[StepFigure], caller: str | None = None) -> StepFigure | None:
     """The step a request spends the most time in (queue and compute): the one whose knobs
-    matter most; None without step figures."""
-    return max(steps, key=lambda step: step.busy_s, default=None)
+    matter most; None without step figures. ``caller``: a step whose compute includes the other
+    steps' time (a BLS model waits for the models it calls), whose own share is what is left."""
+
+    def own_s(step: StepFigure) -> float:
+        if step.model != caller:
+            return step.busy_s
+        called = sum(other.busy_s for other in steps if other.model != caller)
+        return step.queue_s + max(0.0, step.compute_s - called)
+
+    return max(steps, key=own_s, default=None)
 
 
 @dataclass(frozen=True)
