@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo minilm test unit integration lint format docs bench clean
+.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline test unit integration lint format docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,15 @@ $(MINILM): examples/minilm/make_minilm.py $(VENV)/.minilm-package
 
 minilm: $(MINILM)
 
+# The same model behind its tokenizer, as a Triton ensemble serving raw text: a Python-backend
+# tokenizer (the model's own tokenizer.json), then MiniLM (a link to the file above, not a copy).
+# make_pipeline.py writes its repository and the sentences as text (seconds).
+MINILM_PIPELINE := examples/minilm_pipeline/model_repository/text_encoder/config.pbtxt
+$(MINILM_PIPELINE): examples/minilm_pipeline/make_pipeline.py examples/minilm_pipeline/tokenizer_model.py $(MINILM)
+	$(PY) examples/minilm_pipeline/make_pipeline.py --force
+
+minilm-pipeline: minilm $(MINILM_PIPELINE)
+
 # The main job on the bundled example, against a tritonserver launched locally (~6 minutes).
 # Running it again resumes the same study (add trials with --trials N).
 demo: setup examples/model_repository/mlp/1/model.onnx
@@ -74,7 +83,7 @@ test-env:
 	  docker info >/dev/null 2>&1 || { echo "dockerd did not come up:"; tail -5 /tmp/tritontune-dockerd.log; }; \
 	fi
 
-test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM)
+test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM) $(MINILM_PIPELINE)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup

@@ -24,7 +24,12 @@ EXAMPLE_REPOSITORY = ROOT / "examples" / "model_repository"
 #: The tier a test belongs to follows from the real parts it uses (``make unit``, ``make
 #: integration``, ``pytest -m "not docker"``, ...): a test using one of these fixtures gets its
 #: marker without having to say so.
-MARKER_OF_FIXTURE = {"real_model": "real_model", "postgres_url": "postgres", "engine": "docker"}
+MARKER_OF_FIXTURE = {
+    "real_model": "real_model",
+    "real_pipeline": "real_model",
+    "postgres_url": "postgres",
+    "engine": "docker",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,6 +93,38 @@ def real_model() -> RealModel:
         pytest.skip(message)
     load_minilm_example().build(repository, inputs)
     return RealModel(repository, inputs)
+
+
+PIPELINE_DIR = ROOT / "examples" / "minilm_pipeline"
+
+
+@dataclass(frozen=True)
+class RealPipeline:
+    """examples/minilm_pipeline: raw text -> tokenizer (Python backend) -> MiniLM, an ensemble."""
+
+    repository: Path
+    inputs: Path
+    """The real model's 256 sentences as raw text, for the ensemble's ``TEXT`` input."""
+    name: str = "text_encoder"
+    tokenizer: str = "tokenizer"
+    encoder: str = "minilm"
+
+
+def load_pipeline_example():
+    spec = importlib.util.spec_from_file_location("make_pipeline", PIPELINE_DIR / "make_pipeline.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def real_pipeline(real_model: RealModel) -> RealPipeline:
+    """The MiniLM pipeline example, built on first use where `make minilm-pipeline` puts it (its
+    encoder links to the real model's file); skipped or failed with the real model."""
+    repository, inputs = PIPELINE_DIR / "model_repository", PIPELINE_DIR / "inputs.json"
+    load_pipeline_example().build(repository, inputs, minilm_out=real_model.repository)
+    return RealPipeline(repository, inputs)
 
 
 @pytest.fixture

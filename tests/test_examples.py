@@ -12,8 +12,9 @@ run from the repository root after ``make setup``. This test runs each block for
   directory. ``examples/`` must be unchanged afterwards (asserted). ``TRITONTUNE_STORAGE`` is a
   fresh SQLite file there (a block that sets its own wins), and ``TMPDIR`` is ``own_servers``.
 - **``make`` lines are not run.** They build the example models, which the fixtures provide
-  (``MAKE_TARGETS``: ``real_model`` builds MiniLM, or skips the test without its package); make
-  would also check ``make setup`` again, and reinstall when pyproject.toml is newer.
+  (``MAKE_TARGETS``: ``real_model`` builds MiniLM, or skips the test without its package, and
+  ``real_pipeline`` the pipeline around it); make would also check ``make setup`` again, and
+  reinstall when pyproject.toml is newer.
 - **A tiny budget.** Each ``tritontune`` command gets the options of ``SMALL`` (any of the same
   options the README gives are removed): one trial (two for a worker started in the background
   with ``&``: one each for two workers); load ramps up to concurrency 2; 0.1 s windows (a window
@@ -58,6 +59,7 @@ READMES = sorted(p for p in EXAMPLES.glob("**/README.md") if p != INDEX)
 MAKE_TARGETS = {
     "examples/model_repository/mlp/1/model.onnx": ("example_repository", ()),
     "minilm": ("real_model", (pytest.mark.real_model,)),
+    "minilm-pipeline": ("real_pipeline", (pytest.mark.real_model,)),
 }
 
 #: The options each command is given, replacing the README's own.

@@ -253,10 +253,17 @@ def sentences(count: int = SAMPLES) -> list[str]:
     return [found[int(i * step)] for i in range(count)]
 
 
+def tokenizer_file(folder: Path | None = None) -> Path:
+    """The model's own tokenizer (``tokenizer.json``) in the package's folder (or ``folder``)."""
+    return (folder or model_dir()) / "tokenizer.json"
+
+
 def tokenize(texts: list[str], folder: Path) -> dict[str, np.ndarray]:
+    """``texts`` as the model's inputs: ids, mask and token types, truncated and padded to
+    :data:`SEQUENCE_LENGTH` tokens (``[PAD]``, id 0)."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(tokenizer_file(folder)))
     tokenizer.enable_truncation(max_length=SEQUENCE_LENGTH)
     tokenizer.enable_padding(length=SEQUENCE_LENGTH, pad_id=0, pad_token="[PAD]")
     encodings = tokenizer.encode_batch(texts)
