@@ -64,3 +64,38 @@ def write_pipeline(repository: Path, *, shift_sleep_ms: float = 2.0) -> Path:
     (repository / PIPELINE / "1").mkdir(parents=True, exist_ok=True)
     (repository / PIPELINE / "config.pbtxt").write_text(_ENSEMBLE_CONFIG)
     return repository
+
+
+_BLS_PY = '''
+import triton_python_backend_utils as pb
+
+
+class TritonPythonModel:
+    """shift(scale(x)), called from code (Business Logic Scripting), one request at a time."""
+
+    def execute(self, requests):
+        replies = []
+        for request in requests:
+            x = pb.get_input_tensor_by_name(request, "X").as_numpy()
+            for model in ("scale", "shift"):
+                call = pb.InferenceRequest(
+                    model_name=model, requested_output_names=["Y"], inputs=[pb.Tensor("X", x)]
+                )
+                reply = call.exec()
+                if reply.has_error():
+                    raise pb.TritonModelException(reply.error().message())
+                x = pb.get_output_tensor_by_name(reply, "Y").as_numpy()
+            replies.append(pb.InferenceResponse([pb.Tensor("Y", x)]))
+        return replies
+'''
+
+BLS = "chain"
+
+
+def write_bls(repository: Path, *, shift_sleep_ms: float = 2.0) -> Path:
+    """The pipeline's two models and ``chain``, a BLS model calling them; returns ``repository``."""
+    write_pipeline(repository, shift_sleep_ms=shift_sleep_ms)
+    (repository / BLS / "1").mkdir(parents=True, exist_ok=True)
+    (repository / BLS / "config.pbtxt").write_text(_STEP_CONFIG.format(name=BLS))
+    (repository / BLS / "1" / "model.py").write_text(_BLS_PY)
+    return repository

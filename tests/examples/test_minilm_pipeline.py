@@ -29,7 +29,6 @@ from tests.conftest import (
 )
 from tritontune.config.pipeline import load_pipeline
 from tritontune.config.repository import ModelSource, load_model_source
-from tritontune.errors import InputError
 from tritontune.measure.inputs import TensorSpec, read_input_data
 from tritontune.serving.server import Server
 
@@ -76,23 +75,9 @@ def test_the_build_writes_a_pipeline_triton_would_load(real_model: RealModel, tm
 
 
 def add_ensemble(server: Server, source: ModelSource) -> None:
-    """Put the ensemble in the server's working repository and load it.
-
-    ``Server.add_model`` takes an ensemble's platform for a backend the bundled server lacks
-    (tritontune/config/repository.py, ``WorkingRepository.add``: "needs the 'ensemble' backend");
-    an ensemble has no files to link, so its config alone is placed then.
-    """
-    try:
-        served = server.add_model(source)
-    except InputError as err:
-        if "'ensemble' backend" not in str(err):
-            raise
-        target = server.repository.root / source.name
-        (target / source.version).mkdir(parents=True)
-        (target / "config.pbtxt").write_text((source.directory / "config.pbtxt").read_text())
-        server.load_model(source.name)
-    else:
-        server.load_model(source.name, served.served_config(source.base_config))
+    """Put the ensemble in the server's working repository and load it (after its models)."""
+    served = server.add_model(source)
+    server.load_model(source.name, served.served_config(source.base_config))
 
 
 def infer(

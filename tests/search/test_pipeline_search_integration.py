@@ -15,6 +15,7 @@ from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.serving.pipeline_session import PipelineSession
 from tritontune.serving.session import open_session
+from tritontune.study.figures import bottleneck
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +63,47 @@ def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
             session.configs(Variant(max_batch_size=4))
         with pytest.raises(InputError, match="precision variants of a pipeline"):
             session.prepare_precisions(["fp16"])
+
+
+def test_a_bls_model_is_tuned_with_the_models_it_calls(tmp_path: Path):
+    from tests.pipelines import BLS, write_bls
+    from tritontune.search.optimize import SearchSettings, run_search
+    from tritontune.search.playoff import PlayoffSettings
+    from tritontune.search.setup import space_for
+
+    repository = write_bls(tmp_path / "repository")
+    settings = SearchSettings(
+        slo_p99_s=0.100,
+        trials=2,
+        seed=5,
+        storage=f"sqlite:///{tmp_path / 'study.db'}",
+        measure=FAST,
+        max_load=8,
+        playoff=PlayoffSettings(top=0),
+    )
+    with open_session(repository, BLS, composing=STEPS, settings=FAST) as session:
+        assert isinstance(session, PipelineSession) and session.pipeline.bls
+        space = space_for(session, settings.slo_p99_s)
+        assert space.models == (BLS, *STEPS)  # type: ignore[attr-defined]
+        # The BLS model's own limit is its clients' contract; its instances and batcher are searched.
+        assert space.dimensions[f"{BLS}/max_batch_size"].values == (8,)  # type: ignore[union-attr]
+        assert f"{BLS}/instance_count" in space.dimensions
+        result = run_search(session, space, settings)
+    baseline = result.baseline
+    assert baseline is not None and baseline.feasible
+    assert [s.model for s in baseline.steps] == [BLS, *STEPS]
+    # The focus is the step with the most time of its own (the BLS model's wait for its calls
+    # taken out): here the BLS model itself, whose one instance runs one request at a time, so
+    # requests queue for it while shift (2 ms an execution) never gets a batch to form.
+    own = {s.model: s for s in baseline.steps}
+    focus = bottleneck(baseline.steps, caller=BLS)
+    assert focus is not None
+    called = own["scale"].busy_s + own["shift"].busy_s
+    chain_own = own[BLS].queue_s + max(0.0, own[BLS].compute_s - called)
+    shares = {BLS: chain_own, "scale": own["scale"].busy_s, "shift": own["shift"].busy_s}
+    assert focus.model == max(shares, key=lambda model: shares[model])
+    first = min(result.results, key=lambda r: r.number)
+    assert first.params and all(name.startswith(f"{focus.model}/") for name in first.params)
+    for trial in result.results:
+        assert set(trial.knobs["pipeline"]) == {BLS, *STEPS}
+        assert trial.operating_point is not None and trial.operating_point.feasible

@@ -104,6 +104,16 @@ def test_the_bottleneck_is_the_step_with_the_most_queue_and_compute():
     assert bottleneck(()) is None
 
 
+def test_a_bls_models_own_share_leaves_out_the_calls_it_waits_for():
+    # The BLS model computes 10 ms, 9 of them waiting for the encoder it calls.
+    steps = (step("bls", 0.5, 10.0), step("tokenizer", 0.2, 0.8), step("encoder", 1.0, 7.0))
+    assert bottleneck(steps).model == "bls"  # type: ignore[union-attr]
+    assert bottleneck(steps, caller="bls").model == "encoder"  # type: ignore[union-attr]
+    # Its own queue counts in full: requests waiting for a free BLS instance.
+    queued = (step("bls", 20.0, 10.0), *steps[1:])
+    assert bottleneck(queued, caller="bls").model == "bls"  # type: ignore[union-attr]
+
+
 def test_the_search_focuses_on_the_baselines_bottleneck_for_half_the_budget():
     measured = baseline(step("tokenizer", 0.1, 0.2), step("encoder", 1, 9))
     focused = _focus_on_bottleneck(space(), measured, 12)

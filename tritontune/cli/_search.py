@@ -100,6 +100,15 @@ def search(
     ctx: typer.Context,
     model_repository: RepositoryOption,
     model: ModelOption,
+    composing: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--composing",
+            help="MODEL is a BLS model (Python code calling other models): a model it calls "
+            "(repeat for each). Their configs are searched with its own, for its end-to-end "
+            "figure. An ensemble needs none: its steps say what it runs.",
+        ),
+    ] = None,
     slo_p99: Annotated[
         str | None, typer.Option(help="The latency SLO on p99, e.g. 50ms (required unless --workload).")
     ] = None,
@@ -301,6 +310,7 @@ def search(
         session = open_session(
             model_repository,
             model,
+            composing=tuple(composing or ()),
             launch=server,
             load=load_generator,
             request_shape=RequestShape(batch_size=batch_size, input_data=input_data),
@@ -364,6 +374,7 @@ WORKLOAD_REFUSES = {
     "headroom": "not with --workload: the report of a workload search plans per class (--report)",
     "peak_qps": "not with --workload: the report of a workload search plans per class (--report)",
     "strategy": "not with --workload yet: --strategy predict ranks single-class operating points",
+    "composing": "not with --workload yet: a pipeline is searched with one class of load",
 }
 
 
