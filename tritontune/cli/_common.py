@@ -287,10 +287,10 @@ def print_server(session: TuningSession) -> None:
         f"load: {session.load_settings.describe()}",
         highlight=False,
     )
-    if session.via_python:
+    for source in session.served_via_python:
         err_console.print(
-            f"[yellow]note:[/] this server has no {session.source.backend!r} backend: "
-            f"serving {session.source.model_file.name} through the Python backend "
+            f"[yellow]note:[/] this server has no {source.backend!r} backend: serving "
+            f"{source.name}'s {source.model_file.name} through the Python backend "
             "(onnxruntime in model.py); configs keep your backend",
             highlight=False,
         )

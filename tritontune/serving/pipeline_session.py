@@ -60,7 +60,11 @@ class PipelineSession(TuningSession):
     # -- facts -----------------------------------------------------------------------------------
     @property
     def via_python(self) -> bool:
-        return any(served.via_python for served in self._served_steps.values())
+        return bool(self.served_via_python)
+
+    @property
+    def served_via_python(self) -> tuple[ModelSource, ...]:
+        return tuple(s.source for s in self._served_steps.values() if s.via_python)
 
     def step_source(self, model: str) -> ModelSource:
         return self.pipeline.source(model)

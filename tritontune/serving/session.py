@@ -110,6 +110,11 @@ class TuningSession:
         return bool(self.served and self.served.via_python)
 
     @property
+    def served_via_python(self) -> tuple[ModelSource, ...]:
+        """The models served through the Python backend in place of the one they name."""
+        return (self.source,) if self.via_python else ()
+
+    @property
     def restarts(self) -> int:
         return self.server.restarts
 
