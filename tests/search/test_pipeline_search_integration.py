@@ -107,3 +107,20 @@ def test_a_bls_model_is_tuned_with_the_models_it_calls(tmp_path: Path):
     for trial in result.results:
         assert set(trial.knobs["pipeline"]) == {BLS, *STEPS}
         assert trial.operating_point is not None and trial.operating_point.feasible
+
+
+def test_the_report_shows_where_a_requests_time_went_per_model(pipeline_study: PipelineStudy, tmp_path):
+    from tritontune.report.html import write_report
+    from tritontune.study.handle import TuningStudy
+
+    study = TuningStudy.open_existing(pipeline_study.storage, pipeline_study.name)
+    data = write_report(study, tmp_path / "report.html")
+    figures = data.to_dict()["steps"]
+    assert set(figures) == {"baseline", "winner"}
+    for which in figures.values():
+        assert [s["model"] for s in which["steps"]] == list(STEPS)
+        assert which["bottleneck"] in STEPS
+    assert figures["baseline"]["bottleneck"] == "shift"  # 2 ms an execution, scale none
+    assert not data.calls  # an ensemble is not one of its own steps
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="pipeline-steps"' in html and "bottleneck" in html

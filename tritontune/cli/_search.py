@@ -74,7 +74,7 @@ from tritontune.server.factory import LaunchSettings
 from tritontune.serving.server import failure_log_path
 from tritontune.serving.session import TuningSession, open_session
 from tritontune.study.duet import TIE_MARGIN
-from tritontune.study.figures import OperatingPoint, bottleneck
+from tritontune.study.figures import OperatingPoint, pipeline_bottleneck
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 from tritontune.study.storage import DEFAULT_STORAGE
@@ -554,7 +554,7 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
             f"{_op_text(winner.point, unit)}{versus}",
             highlight=False,
         )
-        _print_steps(outcome.baseline, winner.result.operating_point)
+        _print_steps(outcome.study.identity.model, outcome.baseline, winner.result.operating_point)
         console.print("its config.pbtxt:", highlight=False)
         console.print(winner.result.config_pbtxt, markup=False, highlight=False)
     elif outcome.playoff is not None and outcome.best is not None:
@@ -565,7 +565,7 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         )
 
 
-def _print_steps(baseline: OperatingPoint | None, winner: OperatingPoint | None) -> None:
+def _print_steps(entry: str, baseline: OperatingPoint | None, winner: OperatingPoint | None) -> None:
     """A pipeline's steps at each operating point: where an end-to-end request's time went."""
     points = [(name, op) for name, op in (("baseline", baseline), ("winner", winner)) if op and op.steps]
     if not points:
@@ -577,7 +577,7 @@ def _print_steps(baseline: OperatingPoint | None, winner: OperatingPoint | None)
     for column in ("config", "step", "queue ms", "compute ms", "avg batch", ""):
         table.add_column(column, justify="left" if column in ("config", "step", "") else "right")
     for name, op in points:
-        slowest = bottleneck(op.steps)
+        slowest = pipeline_bottleneck(op.steps, entry)
         for step in op.steps:
             table.add_row(
                 name, step.model, ms(step.queue_s), ms(step.compute_s),

@@ -15,7 +15,14 @@ from typing import Any
 from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
 from tritontune.measure.loadgen import LoadMode
 from tritontune.report.capacity import DEFAULT_HEADROOM, CapacityPlan, plan_capacity
-from tritontune.study.figures import Interval, LevelResult, OperatingPoint, PlayoffResult
+from tritontune.study.figures import (
+    Interval,
+    LevelResult,
+    OperatingPoint,
+    PlayoffResult,
+    StepFigure,
+    pipeline_bottleneck,
+)
 from tritontune.study.records import StudyRecord, TrialResult
 from tritontune.study.verdict import gain_over_baseline
 
@@ -124,6 +131,19 @@ class ReportData:
     playoff: PlayoffResult | None = None
     predictions: list[PredictionCheck] = field(default_factory=list)
     """``--strategy predict``: each measured config's prediction (empty for other searches)."""
+    steps: dict[str, tuple[StepFigure, ...]] = field(default_factory=dict)
+    """A pipeline's models at the baseline's and the winner's operating points ("baseline",
+    "winner"): queue and compute per request, and the bottleneck (empty for one model)."""
+
+    def bottleneck_of(self, which: str) -> str | None:
+        """The model the :attr:`steps` of ``which`` spend the most time in."""
+        step = pipeline_bottleneck(self.steps.get(which, ()), self.model)
+        return step.model if step else None
+
+    @property
+    def calls(self) -> bool:
+        """The pipeline's entry is a BLS model (its compute includes the calls it waits for)."""
+        return any(step.model == self.model for steps in self.steps.values() for step in steps)
 
     @property
     def prediction_error(self) -> tuple[float, float] | None:
@@ -182,6 +202,13 @@ class ReportData:
             ],
             "capacity": self.capacity.to_dict() if self.capacity else None,
             "predictions": [check.to_dict() for check in self.predictions],
+            "steps": {
+                which: {
+                    "steps": [step.to_dict() for step in steps],
+                    "bottleneck": self.bottleneck_of(which),
+                }
+                for which, steps in self.steps.items()
+            },
             "warnings": self.warnings,
             "trials": self.trials,
             "gpu": [
@@ -312,6 +339,10 @@ def collect(
         playoff=study.playoff,
         predictions=prediction_checks(results),
     )
+    winner_op = best.operating_point if best else None
+    for which, op in (("baseline", baseline), ("winner", winner_op)):
+        if op is not None and op.steps:
+            data.steps[which] = op.steps
     point = data.best_point
     data.capacity = plan_capacity(point, headroom=headroom, peak=peak) if point else None
     data.warnings = _warnings(baseline, results, point)

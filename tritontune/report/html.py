@@ -8,6 +8,7 @@ importances); the page is a Jinja2 template. The report's figures are also embed
 from __future__ import annotations
 
 import json
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,12 @@ def _optuna_figures(study: optuna.Study) -> tuple[str | None, str | None, str | 
         )
         return history, None, note
     try:
-        figure = optuna.visualization.plot_param_importances(study)
+        with warnings.catch_warnings():
+            # A few trials leave some parameter values tried once; Optuna warns that their
+            # importance "may be inaccurate" on stderr, in the middle of the CLI's output. The
+            # chart is shown for what it is worth, and the note below it says how many trials.
+            warnings.filterwarnings("ignore", message="Some regimes for parameter")
+            figure = optuna.visualization.plot_param_importances(study)
         importances = _figure_html(figure, "fig-importances")
     except (ValueError, RuntimeError) as err:  # e.g. no parameter varied
         note = f"parameter importances could not be computed ({' '.join(str(err).split())})"

@@ -126,6 +126,13 @@ def bottleneck(steps: Sequence[StepFigure], caller: str | None = None) -> StepFi
     return max(steps, key=own_s, default=None)
 
 
+def pipeline_bottleneck(steps: Sequence[StepFigure], entry: str) -> StepFigure | None:
+    """The bottleneck of a pipeline whose clients call ``entry``: a BLS model is one of its own
+    steps (it calls the others), an ensemble is not (it runs no code)."""
+    calls = any(step.model == entry for step in steps)
+    return bottleneck(steps, caller=entry if calls else None)
+
+
 @dataclass(frozen=True)
 class OperatingPoint:
     """Where a config runs best under the SLO (``feasible`` False: not even at the lowest load)."""
