@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_MODEL_PY = '''
+_MODEL_PY = """
 import time
 
 import triton_python_backend_utils as pb
@@ -24,7 +24,7 @@ class TritonPythonModel:
             x = pb.get_input_tensor_by_name(request, "X").as_numpy()
             replies.append(pb.InferenceResponse([pb.Tensor("Y", {expression})]))
         return replies
-'''
+"""
 
 _STEP_CONFIG = """name: "{name}"
 backend: "python"
