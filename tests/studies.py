@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 
 from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode
-from tritontune.study.figures import LevelResult, OperatingPoint, PlayoffResult
+from tritontune.study.figures import LevelResult, OperatingPoint, PlayoffResult, StepFigure
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import (
     RecordedRequestShape,
@@ -86,3 +87,48 @@ def source_config_text(source, batch: int) -> str:
     from tritontune.config.variant import Variant, apply_variant
 
     return config_to_text(apply_variant(source.base_config, Variant(max_batch_size=batch)))
+
+
+def make_pipeline_study(
+    repository: Path, throughputs: list[float], *, name: str = "p", step_files: bool = True
+) -> TuningStudy:
+    """A finished study of the test pipeline (``tests/pipelines.py`` in ``repository``): one
+    measured trial per throughput, each giving ``shift`` one more instance and a longer queue
+    delay (``scale`` keeps its own config), every point with its steps' figures. Without
+    ``step_files`` the context lacks the composing models' digests, as studies made before
+    pipelines were exported do."""
+    from tritontune.config.pipeline import configs_to_text, describe_configs, load_pipeline
+    from tritontune.config.variant import Variant, apply_variant
+
+    pipeline = load_pipeline(repository, "pipe")
+    identity = StudyIdentity("pipe", SLO, LoadMode.CONCURRENCY)
+    study = TuningStudy.create_or_resume(
+        optuna.storages.InMemoryStorage(), name, identity=identity,
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )  # fmt: skip
+    digests = {source.name: source.file_digests() for source in pipeline.models}
+    study.ensure_context(
+        lambda: StudyContext(
+            model_repository=str(repository), model_version="1",
+            model_files=pipeline.ensemble.file_digests(),
+            step_model_files=digests if step_files else None,
+            request_shape=RecordedRequestShape(batch_size=1), server_version="2.51.0",
+            host={"cpu_model": "test cpu", "cpu_count": 2},
+        ),
+    )  # fmt: skip
+    base = {source.name: source.base_config for source in pipeline.models}
+    study.save_baseline(pipeline_point(1000, 0.02), configs_to_text(base))
+    for i, throughput in enumerate(throughputs):
+        trial = study.ask()
+        shift = Variant(instance_count=i + 1, max_queue_delay_us=100 * (i + 1))
+        configs = {**base, "shift": apply_variant(base["shift"], shift)}
+        study.save_point(trial, {"shift/instance_count": i + 1})
+        study.save_config(trial, describe_configs(configs), configs_to_text(configs))
+        study.tell_measured(trial, pipeline_point(throughput, 0.03), switch_s=0.5)
+    return study
+
+
+def pipeline_point(throughput: float, p99_s: float) -> OperatingPoint:
+    """:func:`point`, with the test pipeline's steps (``shift`` the bottleneck)."""
+    steps = (StepFigure("scale", 0.0002, 0.0005, 3.5), StepFigure("shift", p99_s / 4, 0.003, 7.5))
+    return replace(point(throughput, p99_s), steps=steps)

@@ -1,5 +1,7 @@
 """Tuning records: written, read back, and refused with the field named when edited wrongly."""
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,11 @@ from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
 from tritontune.measure.loadgen import LoadMode
 from tritontune.record import (
     RECORD_FILE,
+    ComposingModel,
+    PipelineRecord,
     RecordedLoad,
     RecordedPoint,
+    RecordedStep,
     TuningRecord,
     read_record,
     write_record,
@@ -61,7 +66,7 @@ def edit(path: Path, change) -> None:
             "operating_point: 'throughput' is a required",
         ),
         (lambda d: d.pop("hardware"), "(top level): 'hardware' is a required property"),
-        (lambda d: d.update(record_version=7), "record_version: 1 was expected"),
+        (lambda d: d.update(record_version=7), "record_version: 7 is not one of [1, 2]"),
     ],
 )
 def test_hand_edits_that_break_the_record_name_the_field(tmp_path: Path, change, message):
@@ -131,3 +136,67 @@ def test_the_operating_points_gpu_figures_are_kept_or_their_absence_said(tmp_pat
     path = write_record(make_record(), tmp_path / "cpu")
     assert yaml.safe_load(path.read_text())["operating_point"]["gpu"] == NO_GPUS
     assert read_record(path).operating_point.gpu is None
+
+
+def make_pipeline_record() -> TuningRecord:
+    knobs = {"max_batch_size": 8, "dynamic_batching": True}
+    return make_record(
+        model="pipe",
+        knobs={"pipeline": {"scale": knobs, "shift": {**knobs, "max_batch_size": 16}}},
+        pipeline=PipelineRecord(
+            models=(
+                ComposingModel("scale", knobs, "cd" * 32, {"1/model.py": "ef" * 32}),
+                ComposingModel("shift", {**knobs, "max_batch_size": 16}, "01" * 32),
+            ),
+            steps=(RecordedStep("scale", 0.25, 0.5, 3.5), RecordedStep("shift", 40.0, 3.0, 8.0)),
+            steps_load=16,
+            steps_figures="screening",
+        ),
+    )
+
+
+def test_a_pipeline_record_lists_its_composing_models_as_version_2(tmp_path: Path):
+    record = make_pipeline_record()
+    path = write_record(record, tmp_path)
+    data = yaml.safe_load(path.read_text())
+    assert data["record_version"] == 2 and "# This model is a pipeline" in path.read_text()
+    assert [m["model"] for m in data["pipeline"]["models"]] == ["scale", "shift"]
+    assert data["pipeline"]["steps"]["figures"] == "screening"
+    again = read_record(path)
+    assert again == record and again.pipeline is not None
+    assert again.pipeline.names == ("scale", "shift")
+
+    (tmp_path / "one").mkdir()
+    single = yaml.safe_load(write_record(make_record(), tmp_path / "one").read_text())
+    assert single["record_version"] == 1 and "pipeline" not in single  # as before pipelines
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(record_version=1), "record_version: 2 was expected"),
+        (lambda d: d["pipeline"].update(models=[]), "pipeline.models: [] should be non-empty"),
+        (
+            lambda d: d["pipeline"]["models"][1].pop("config_sha256"),
+            "pipeline.models.1: 'config_sha256'",
+        ),
+        (
+            lambda d: d["pipeline"]["steps"].update(figures="guessed"),
+            "pipeline.steps.figures: 'guessed'",
+        ),
+    ],
+)
+def test_a_broken_pipeline_section_names_the_field(tmp_path: Path, change, message):
+    path = write_record(make_pipeline_record(), tmp_path)
+    edit(path, change)
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_record(path)
+
+
+def test_a_pipeline_record_without_step_figures_reads(tmp_path: Path):
+    record = make_pipeline_record()
+    assert record.pipeline is not None
+    bare = replace(record, pipeline=PipelineRecord(models=record.pipeline.models))
+    path = write_record(bare, tmp_path)
+    assert yaml.safe_load(path.read_text())["pipeline"]["steps"] is None
+    assert read_record(path) == bare

@@ -5,6 +5,13 @@ It says what a tuned config was measured to do and under which conditions: the S
 of the config and model files, the Triton and tritontune versions, the hardware and the date.
 ``tritontune export`` writes it from a study; ``tritontune check`` re-measures against it.
 
+A pipeline (a Triton ensemble) is tuned, measured and checked end to end, so it has one record,
+beside the ensemble's config: its figures are the ensemble's, and its ``pipeline`` section lists
+every composing model with its knobs and the digests of its config and files (the composing
+models' directories hold no record of their own). Such a record is ``record_version`` 2, which a
+tritontune that does not know the section refuses (it would check the ensemble without knowing
+what its models should be); a single model's record stays version 1.
+
 Records are plain YAML meant to be read (and, for the SLO or the load, edited) by people, so
 reading one validates it against a JSON schema and names the file and the field that is wrong.
 """
@@ -34,6 +41,9 @@ WORKLOAD_FILE = "tritontune.workload.yaml"
 #: A copy of the request data a study was measured with, so ``check`` sends the same requests.
 INPUT_DATA_FILE = "tritontune.input_data.json"
 RECORD_VERSION = 1
+"""The version of a single model's record and of a workload record."""
+PIPELINE_RECORD_VERSION = 2
+"""The version of a record with a ``pipeline`` section (see the module docstring)."""
 
 _NUMBER = {"type": "number", "minimum": 0}
 _SCHEMA: dict[str, Any] = {
@@ -52,7 +62,7 @@ _SCHEMA: dict[str, Any] = {
         "date",
     ],
     "properties": {
-        "record_version": {"const": RECORD_VERSION},
+        "record_version": {"enum": [RECORD_VERSION, PIPELINE_RECORD_VERSION]},
         "model": {"type": "string", "minLength": 1},
         "tuned_from": {"type": "object"},
         "slo": {
@@ -128,7 +138,54 @@ _SCHEMA: dict[str, Any] = {
         },
         "date": {"type": "string"},
         "routing": {"type": ["object", "null"]},
+        "pipeline": {
+            "type": "object",
+            "required": ["models"],
+            "properties": {
+                "models": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["model", "knobs", "config_sha256"],
+                        "properties": {
+                            "model": {"type": "string", "minLength": 1},
+                            "knobs": {"type": "object"},
+                            "config_sha256": {"type": "string"},
+                            "model_files": {
+                                "type": "object",
+                                "additionalProperties": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+                "steps": {
+                    "type": ["object", "null"],
+                    "required": ["figures", "load", "models"],
+                    "properties": {
+                        "figures": {"enum": ["operating point", "screening"]},
+                        "load": _NUMBER,
+                        "models": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["model", "queue_ms", "compute_ms", "avg_batch_size"],
+                                "properties": {
+                                    "model": {"type": "string"},
+                                    "queue_ms": _NUMBER,
+                                    "compute_ms": _NUMBER,
+                                    "avg_batch_size": _NUMBER,
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
     },
+    # A pipeline's record is version 2: the version a reader must know to read the section.
+    "if": {"required": ["pipeline"]},
+    "then": {"properties": {"record_version": {"const": PIPELINE_RECORD_VERSION}}},
 }
 
 
@@ -169,6 +226,104 @@ class RecordedPoint:
 
 
 @dataclass(frozen=True)
+class RecordedStep:
+    """Where an end-to-end request spent its time in one composing model of a pipeline (Triton's
+    statistics for that model over the same windows): what ``check`` shows beside its own."""
+
+    model: str
+    queue_ms: float
+    compute_ms: float
+    avg_batch_size: float
+
+
+@dataclass(frozen=True)
+class ComposingModel:
+    """One composing model of an exported pipeline, as the ensemble's record lists it: what
+    ``check`` compares the model's directory with (its own record, were it a single model)."""
+
+    model: str
+    knobs: dict
+    config_sha256: str
+    model_files: dict[str, str] = field(default_factory=dict)
+    """Its files relative to its model directory -> sha256."""
+
+
+@dataclass(frozen=True)
+class PipelineRecord:
+    """The ``pipeline`` section of an ensemble's record (see the module docstring)."""
+
+    models: tuple[ComposingModel, ...]
+    """In the pipeline's order (the order its steps run)."""
+    steps: tuple[RecordedStep, ...] = ()
+    """Each composing model's share of a request's time, as the search measured it; empty when
+    it did not (the record then says nothing of the steps)."""
+    steps_load: float = 0.0
+    """The load the step figures were measured at."""
+    steps_figures: str = "operating point"
+    """``operating point``: at the record's operating point; ``screening``: at the search's
+    first measurement of the config (the playoff keeps no per-step figures), at ``steps_load``."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.model for m in self.models)
+
+    def to_dict(self) -> dict:
+        steps = None
+        if self.steps:
+            steps = {
+                "figures": self.steps_figures,
+                "load": self.steps_load,
+                "models": [
+                    {
+                        "model": s.model,
+                        "queue_ms": round(s.queue_ms, 4),
+                        "compute_ms": round(s.compute_ms, 4),
+                        "avg_batch_size": round(s.avg_batch_size, 3),
+                    }
+                    for s in self.steps
+                ],
+            }
+        return {
+            "models": [
+                {
+                    "model": m.model,
+                    "knobs": m.knobs,
+                    "config_sha256": m.config_sha256,
+                    "model_files": dict(m.model_files),
+                }
+                for m in self.models
+            ],
+            "steps": steps,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PipelineRecord:
+        steps = data.get("steps") or {}
+        return cls(
+            models=tuple(
+                ComposingModel(
+                    model=m["model"],
+                    knobs=dict(m["knobs"]),
+                    config_sha256=m["config_sha256"],
+                    model_files=dict(m.get("model_files") or {}),
+                )
+                for m in data["models"]
+            ),
+            steps=tuple(
+                RecordedStep(
+                    str(s["model"]),
+                    float(s["queue_ms"]),
+                    float(s["compute_ms"]),
+                    float(s["avg_batch_size"]),
+                )
+                for s in steps.get("models", ())
+            ),
+            steps_load=float(steps.get("load", 0.0)),
+            steps_figures=str(steps.get("figures", "operating point")),
+        )
+
+
+@dataclass(frozen=True)
 class TuningRecord:
     """One exported model's record (see the module docstring)."""
 
@@ -196,6 +351,8 @@ class TuningRecord:
     playoff: dict | None = None
     """The playoff's figures: rounds, intervals (median, low, high) of throughput, p99 and the
     gain over the baseline within the same rounds, the screening figure, disturbed rounds."""
+    pipeline: PipelineRecord | None = None
+    """For an ensemble: its composing models (the record covers them all); None for one model."""
 
     @property
     def slo_p99_s(self) -> float:
@@ -214,7 +371,7 @@ class TuningRecord:
     def to_dict(self) -> dict:
         point = self.operating_point
         return {
-            "record_version": RECORD_VERSION,
+            "record_version": RECORD_VERSION if self.pipeline is None else PIPELINE_RECORD_VERSION,
             "model": self.model,
             "tuned_from": self.tuned_from,
             "slo": {"p99_ms": self.slo_p99_ms},
@@ -245,6 +402,8 @@ class TuningRecord:
             "model_files": dict(self.model_files),
             **_provenance(self),
             "routing": self.routing,
+            # Only in a pipeline's record: a single model's stays as version 1 wrote it.
+            **({"pipeline": self.pipeline.to_dict()} if self.pipeline else {}),
         }
 
     @classmethod
@@ -284,6 +443,7 @@ class TuningRecord:
             date=data["date"],
             routing=data.get("routing"),
             playoff=data.get("playoff"),
+            pipeline=PipelineRecord.from_dict(data["pipeline"]) if data.get("pipeline") else None,
         )
 
 
@@ -315,7 +475,8 @@ _WORKLOAD_SCHEMA: dict[str, Any] = {
         "date",
     ],
     "properties": {
-        **{k: _SCHEMA["properties"][k] for k in ("record_version", "model", "tuned_from", "knobs")},
+        "record_version": {"const": RECORD_VERSION},
+        **{k: _SCHEMA["properties"][k] for k in ("model", "tuned_from", "knobs")},
         **{k: _SCHEMA["properties"][k] for k in ("config_sha256", "model_files", "triton")},
         **{k: _SCHEMA["properties"][k] for k in ("tritontune_version", "hardware", "date")},
         "workload": {
@@ -443,6 +604,11 @@ _HEADER = """\
 # edited; the rest is what was measured.
 """
 
+_PIPELINE_HEADER = """\
+# This model is a pipeline (a Triton ensemble): it is measured end to end, with each composing
+# model (under `pipeline:`) served with its own exported config; they have no record of their own.
+"""
+
 
 _WORKLOAD_HEADER = """\
 # tritontune tuning record of a model tuned for a workload (tritontune.workload.yaml beside it):
@@ -456,6 +622,8 @@ def write_record(record: TuningRecord | WorkloadRecord, model_dir: Path) -> Path
     path = Path(model_dir) / RECORD_FILE
     body = yaml.safe_dump(record.to_dict(), sort_keys=False, allow_unicode=True, width=100)
     header = _WORKLOAD_HEADER if isinstance(record, WorkloadRecord) else _HEADER
+    if isinstance(record, TuningRecord) and record.pipeline is not None:
+        header += _PIPELINE_HEADER
     path.write_text(header + body, encoding="utf-8")
     return path
 

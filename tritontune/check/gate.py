@@ -12,6 +12,11 @@
    per class with each class sent to its own. The workload is sent again, every class at once,
    at the lowest capacity the search's final rounds measured less the tolerance, and each class
    must meet its objective (p99 bound, failures, keeping up) in most rounds.
+5. A pipeline (an ensemble whose record has a ``pipeline`` section) is checked end to end, as it
+   was tuned: every composing model is served with its exported config, then the ensemble, and
+   the ensemble is measured against its record, each round also reading where a request's time
+   went, step by step. Its composing models have no record of their own and are never checked
+   alone.
 
 Differences that make the comparison weaker but not void (another machine, another Triton or
 tritontune version, a config.pbtxt edited since export) are warnings beside the verdict.
@@ -19,6 +24,7 @@ tritontune version, a config.pbtxt edited since export) are warnings beside the 
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +41,7 @@ from tritontune.check.verdict import (
     objective_criterion,
 )
 from tritontune.config.model_config import config_digest
+from tritontune.config.pipeline import describe_configs, is_pipeline, load_pipeline
 from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.config.variant import Variant, describe_config
 from tritontune.errors import InputError, ServerDiedError, TritonTuneError
@@ -56,7 +63,8 @@ from tritontune.record import (
 from tritontune.server.factory import LaunchSettings
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
-from tritontune.serving.session import TuningSession
+from tritontune.serving.session import TuningSession, open_session
+from tritontune.study.figures import StepFigure
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
 CHECK_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=6)
@@ -100,6 +108,24 @@ class ModelCheck:
     @property
     def passed(self) -> bool:
         return not self.problems and all(c.passed for c in self.criteria)
+
+    @property
+    def steps(self) -> tuple[StepFigure, ...]:
+        """A pipeline's composing models over the rounds, each figure the median of the rounds':
+        where an end-to-end request's time went, step by step; empty for a single model."""
+        models = dict.fromkeys(model for m in self.measurements for model in m.steps)
+        figures = []
+        for model in models:
+            splits = [m.steps[model] for m in self.measurements if model in m.steps]
+            figures.append(
+                StepFigure(
+                    model,
+                    statistics.median(s.avg_queue_s for s in splits),
+                    statistics.median(s.avg_compute_s for s in splits),
+                    statistics.median(s.avg_batch_size for s in splits),
+                )
+            )
+        return tuple(figures)
 
     @property
     def confidence(self) -> str | None:
@@ -168,13 +194,18 @@ class _Model:
     problem: str | None
     workload: WorkloadRecord | None = None
     """The record of a model tuned for a workload (``record`` is then None)."""
+    part_of: str | None = None
+    """The pipeline whose record lists this model: checked in it, end to end, never alone."""
+    composing: tuple[_Model, ...] = ()
+    """A pipeline's composing models, as its record lists them (empty for one model)."""
 
 
 def find_models(repository: Path) -> list[_Model]:
     """Every model directory of ``repository`` with its config and record read.
 
-    A config that can't be read is a problem of that model (it fails the check); a record that
-    can't be read is an input error (which file, which field), raised before anything runs.
+    A config that can't be read (or an ensemble whose graph Triton would refuse) is a problem of
+    that model (it fails the check); a record that can't be read is an input error (which file,
+    which field), raised before anything runs.
     """
     repository = Path(repository)
     if not repository.is_dir():
@@ -199,6 +230,8 @@ def find_models(repository: Path) -> list[_Model]:
             )
         try:
             source, problem = load_model_source(repository, directory.name), None
+            if is_pipeline(source.base_config):
+                load_pipeline(repository, directory.name)  # its graph, as Triton checks it
         except TritonTuneError as err:
             source, problem = None, str(err)
         if isinstance(record, WorkloadRecord):
@@ -206,6 +239,7 @@ def find_models(repository: Path) -> list[_Model]:
         else:
             models.append(_Model(directory.name, directory, source, record, problem))
     _check_routes(models)
+    models = _with_pipelines(models)
     if not any(m.record or m.workload for m in models):
         raise InputError(
             f"{repository}: no tuned models (no {RECORD_FILE} in any model directory); "
@@ -233,28 +267,81 @@ def _check_routes(models: list[_Model]) -> None:
                 )
 
 
+def _with_pipelines(models: list[_Model]) -> list[_Model]:
+    """``models`` with each pipeline's composing models marked as its own (checked in it, never
+    alone); every model a pipeline's record lists must be in the repository, without a record of
+    its own and in no other pipeline (one directory holds one config)."""
+    by_name = {m.name: m for m in models}
+    owner: dict[str, str] = {}
+    for model in models:
+        pipeline = model.record.pipeline if model.record else None
+        for index, name in enumerate(pipeline.names if pipeline else ()):
+            where = f"{model.directory / RECORD_FILE}: pipeline.models.{index}.model"
+            other = by_name.get(name)
+            if other is None:
+                raise InputError(f"{where}: model {name!r} is not in the repository")
+            if other.record is not None or other.workload is not None:
+                raise InputError(
+                    f"{where}: model {name!r} has a tuning record of its own; a model is checked "
+                    "alone or in its pipeline, not both (export them into separate repositories)"
+                )
+            if name in owner:
+                raise InputError(
+                    f"{where}: model {name!r} is also a composing model of pipeline "
+                    f"{owner[name]!r}, whose record wants its own config of it (export the "
+                    "pipelines into separate repositories)"
+                )
+            owner[name] = model.name
+    marked = []
+    for m in models:
+        if m.name in owner:
+            m = replace(m, part_of=owner[m.name])
+        elif m.record is not None and m.record.pipeline is not None:
+            m = replace(m, composing=tuple(by_name[n] for n in m.record.pipeline.names))
+        marked.append(m)
+    return marked
+
+
+def _changed_since_export(
+    source: ModelSource, knobs: dict | None, config_sha256: str, model_files: dict[str, str]
+) -> list[str]:
+    """How a model's directory differs from its export: the config (with the knobs that moved,
+    where the record has the model's own ``knobs``) and the model files."""
+    found = []
+    config = source.base_config
+    if config_digest(config) != config_sha256:
+        detail = ""
+        if knobs is not None:
+            now = describe_config(config)
+            changed = sorted(k for k in set(now) | set(knobs) if now.get(k) != knobs.get(k))
+            detail = ", ".join(f"{k}: {knobs.get(k, '-')} -> {now.get(k, '-')}" for k in changed)
+        found.append("config.pbtxt changed since export" + (f" ({detail})" if detail else ""))
+    if model_files:
+        now_files = source.file_digests()
+        changed_files = sorted(k for k in model_files if now_files.get(k) != model_files[k])
+        if changed_files:
+            found.append(f"model files changed since export: {', '.join(changed_files)}")
+    return found
+
+
 def static_warnings(model: _Model, host: HostInfo) -> list[str]:
     """What makes the record a weaker yardstick for this run (each is said, none fails)."""
     record: TuningRecord | WorkloadRecord | None = model.record or model.workload
     if record is None:
         return [f"no {RECORD_FILE}: validated and loaded, not measured"]
     found = []
+    pipeline = record.pipeline if isinstance(record, TuningRecord) else None
     if model.source is not None:
-        config = model.source.base_config
-        if config_digest(config) != record.config_sha256:
-            now = describe_config(config)
-            changed = sorted(
-                k for k in set(now) | set(record.knobs) if now.get(k) != record.knobs.get(k)
-            )
-            detail = ", ".join(f"{k}: {record.knobs.get(k, '-')} -> {now.get(k, '-')}" for k in changed)
-            found.append("config.pbtxt changed since export" + (f" ({detail})" if detail else ""))
-        if record.model_files:
-            now_files = model.source.file_digests()
-            changed_files = sorted(
-                k for k in record.model_files if now_files.get(k) != record.model_files[k]
-            )
-            if changed_files:
-                found.append(f"model files changed since export: {', '.join(changed_files)}")
+        # A pipeline's knobs are its composing models': the ensemble's config has none to name.
+        knobs = None if pipeline is not None else record.knobs
+        found += _changed_since_export(model.source, knobs, record.config_sha256, record.model_files)
+    if pipeline is not None:
+        for listed, step in zip(pipeline.models, model.composing, strict=True):
+            if step.source is not None:
+                changes = _changed_since_export(
+                    step.source, listed.knobs, listed.config_sha256, listed.model_files
+                )
+                found += [f"composing model {step.name}: {change}" for change in changes]
     if record.tritontune_version != __version__:
         found.append(f"recorded by tritontune {record.tritontune_version}, checking with {__version__}")
     differences = record.hardware.differences(host)
@@ -286,6 +373,8 @@ def run_check(
     models = find_models(repository)
     checked: set[str] = set()
     for model in models:
+        if model.part_of is not None:
+            continue  # measured in its pipeline, end to end
         if model.workload is not None:
             if model.name not in checked:
                 group = [m for m in models if m.name in model.workload.models]
@@ -334,10 +423,11 @@ def _checking_session(
     shape: RequestShape | None,
     measure: MeasureSettings,
 ) -> Iterator[TuningSession]:
-    """A server for one check; its log is kept (beside the JUnit file) when the check failed,
-    and where it was kept is said in the check."""
-    session = TuningSession(
-        source,
+    """A server for one check (for an ensemble, its composing models too); its log is kept
+    (beside the JUnit file) when the check failed, and where it was kept is said in the check."""
+    session = open_session(
+        source.directory.parent,
+        source.name,
         launch=settings.launch,
         load=settings.load,
         request_shape=shape,
@@ -376,7 +466,9 @@ def _check_loaded(
     if record is not None:
         check.warnings += _version_warnings(record, session)
     try:
-        check.knobs = describe_config(session.load(Variant()).config)  # config.pbtxt as exported
+        # config.pbtxt as exported (a pipeline: each composing model's, then the ensemble)
+        session.load(Variant())
+        check.knobs = describe_configs(session.configs(Variant()))
     except TritonTuneError as err:
         check.problems.append(str(err))
         return

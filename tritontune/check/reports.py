@@ -109,6 +109,18 @@ throughput may fall {{ "%.0f" % (report.tolerance * 100) }} % below its record
 (tput.measured / m.record.operating_point.throughput - 1) * 100)) if tput else "-" }} \
 | {{ "pass" if m.passed else "**FAIL**" }} | {{ m.confidence or "-" }} |
 {% endfor %}
+{% for m in report.models if m.steps %}
+
+**{{ m.name }}** (a pipeline, measured end to end): where a request's time went, per step
+(median of {{ m.rounds | length }} rounds)
+
+| step | queue ms | compute ms | avg batch |
+|---|---|---|---|
+{% for s in m.steps %}
+| {{ s.model }} | {{ "%.2f" % (s.queue_s * 1e3) }} | {{ "%.2f" % (s.compute_s * 1e3) }} \
+| {{ "%.1f" % s.avg_batch_size }} |
+{% endfor %}
+{% endfor %}
 {% for w in report.workloads %}
 
 **{{ w.name }}** (tuned for a workload, {{ w.record.layout }} layout): \

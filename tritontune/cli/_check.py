@@ -36,6 +36,7 @@ from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.measurement import Measurement
 from tritontune.report.inference_csv import check_rows, write_inference_csv
 from tritontune.server.factory import LaunchSettings
+from tritontune.study.figures import bottleneck
 from tritontune.units import parse_duration, parse_fraction
 
 
@@ -181,8 +182,9 @@ def _print_models(report: CheckReport) -> None:
         record = m.record
         p99, tput = by.get("p99"), by.get("throughput")
         recorded = record.operating_point.throughput if record else None
+        pipeline = record.pipeline if record else None
         table.add_row(
-            m.name,
+            m.name + (f" (pipeline: {', '.join(pipeline.names)})" if pipeline else ""),
             record.load.spec().label() if record else "-",
             ms(p99.measured) if p99 else "-",
             f"{record.slo_p99_ms:g}" if record else "-",
@@ -194,6 +196,8 @@ def _print_models(report: CheckReport) -> None:
         )
     console.print(table)
     for m in report.models:
+        _print_steps(m)
+    for m in report.models:
         for problem in m.problems:
             console.print(f"[red]{escape(m.name)}: {escape(problem)}[/]", highlight=False)
         for c in m.criteria:
@@ -204,3 +208,34 @@ def _print_models(report: CheckReport) -> None:
                 )
         for warning in m.warnings:
             console.print(f"[yellow]{escape(m.name)} warning:[/] {escape(warning)}", highlight=False)
+
+
+def _print_steps(check: ModelCheck) -> None:
+    """A pipeline's steps over the rounds beside the record's: where a request's time went."""
+    steps = check.steps
+    if not steps:
+        return
+    pipeline = check.record.pipeline if check.record else None
+    recorded = {s.model: s for s in pipeline.steps} if pipeline else {}
+    title = f"{check.name}: where a request's time went, per step (median of {len(check.rounds)} rounds"
+    if pipeline and pipeline.steps:
+        title += (
+            f"; recorded: the search's {pipeline.steps_figures} figures at load {pipeline.steps_load:g}"
+        )
+    table = Table(title=title + ")", title_justify="left")
+    for column in ("step", "queue ms", "compute ms", "avg batch", "recorded queue ms",
+                   "recorded compute ms", ""):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("step", "") else "right")
+    slowest = bottleneck(steps)
+    for step in steps:
+        then = recorded.get(step.model)
+        table.add_row(
+            step.model,
+            ms(step.queue_s),
+            ms(step.compute_s),
+            f"{step.avg_batch_size:.1f}",
+            f"{then.queue_ms:.2f}" if then else "-",
+            f"{then.compute_ms:.2f}" if then else "-",
+            "bottleneck" if step is slowest else "",
+        )
+    console.print(table)

@@ -22,7 +22,7 @@ from tritontune.export.single_class import Endpoint, parse_endpoint
 from tritontune.export.staging import ExportResult
 from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout
-from tritontune.record import TuningRecord, WorkloadRecord
+from tritontune.record import PipelineRecord, TuningRecord, WorkloadRecord
 from tritontune.study.storage import DEFAULT_STORAGE
 
 
@@ -86,9 +86,10 @@ def _print_export(result: ExportResult) -> None:
         assert isinstance(record, TuningRecord)
         point = record.operating_point
         routing = routing or record.routing
+        pipeline = record.pipeline
         table.add_row(
             model.name,
-            knobs_summary(record.knobs),
+            f"pipeline: {', '.join(pipeline.names)}" if pipeline else knobs_summary(record.knobs),
             f"{record.load.value:g}",
             f"{point.throughput:,.0f}",
             ms(point.p99_ms / 1e3),
@@ -100,6 +101,33 @@ def _print_export(result: ExportResult) -> None:
     console.print(table)
     if routing:
         console.print(f"routing: {routing['note']}", highlight=False)
+    for model in result.models:
+        assert isinstance(model.record, TuningRecord)
+        if model.record.pipeline:
+            _print_composing(model.name, model.record.pipeline)
+
+
+def _print_composing(name: str, pipeline: PipelineRecord) -> None:
+    """A pipeline's composing models as exported, with their share of a request's time."""
+    title = f"{name}'s composing models (each its own directory, the record is {name}'s)"
+    if pipeline.steps:
+        title += (
+            f"; per step: the search's {pipeline.steps_figures} figures at load {pipeline.steps_load:g}"
+        )
+    table = Table(title=title, title_justify="left")
+    for column in ("model", "config", "queue ms", "compute ms", "avg batch"):
+        table.add_column(column, justify="left" if column in ("model", "config") else "right")
+    steps = {s.model: s for s in pipeline.steps}
+    for composing in pipeline.models:
+        step = steps.get(composing.model)
+        table.add_row(
+            composing.model,
+            knobs_summary(composing.knobs),
+            f"{step.queue_ms:.2f}" if step else "-",
+            f"{step.compute_ms:.2f}" if step else "-",
+            f"{step.avg_batch_size:.1f}" if step else "-",
+        )
+    console.print(table)
 
 
 def _print_workload_export(result: ExportResult) -> None:

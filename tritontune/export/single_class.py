@@ -8,19 +8,30 @@ measured to do. Everything comes from the study: nothing is re-measured here.
 One model can be exported as several *endpoints*, e.g. ``mlp_interactive`` from a tight-SLO study
 and ``mlp_batch`` from a loose-SLO one; their records then carry a routing note that says which
 traffic goes where.
+
+A study of a pipeline (a Triton ensemble) is a single-class study of the ensemble: its winner is
+picked and recorded as here, and written as :mod:`tritontune.export.pipeline` says (the ensemble
+and every composing model, one record).
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from tritontune.config.model_config import config_digest, parse_config_text, write_config
+from tritontune.config.model_config import (
+    ModelConfig,
+    config_digest,
+    parse_config_text,
+    write_config,
+)
 from tritontune.config.repository import ModelSource, file_sha256
 from tritontune.config.variant import Precision, variant_filename
 from tritontune.errors import InputError
+from tritontune.export import pipeline as pipelines
 from tritontune.export.staging import (
     ExportResult,
     copy_files,
@@ -34,7 +45,14 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.precision.convert import ConversionError, build_variant
 from tritontune.precision.prepare import precision_data
 from tritontune.precision.recipe import Recipe
-from tritontune.record import INPUT_DATA_FILE, RecordedLoad, RecordedPoint, TuningRecord, write_record
+from tritontune.record import (
+    INPUT_DATA_FILE,
+    PipelineRecord,
+    RecordedLoad,
+    RecordedPoint,
+    TuningRecord,
+    write_record,
+)
 from tritontune.study.figures import OperatingPoint, PlayoffEntry
 from tritontune.study.records import StudyRecord, TrialResult
 from tritontune.units import format_duration
@@ -62,6 +80,8 @@ class _Pick:
     model_files: dict[str, str]
     """sha256 of the source's version files (checked against the study's): the copies' digests."""
     playoff: PlayoffEntry | None = None
+    pipeline: pipelines.MeasuredPipeline | None = None
+    """The pipeline, when the study's model is an ensemble (its source is then the ensemble)."""
 
     @property
     def name(self) -> str:
@@ -107,14 +127,20 @@ def export_records(
             "--endpoint ROLE"
         )
     routing = _routing(picks) if len({p.endpoint.role for p in picks}) > 1 else None
-    by_name = {p.name: p for p in picks}
-    return write_models(
-        out,
-        names,
-        force,
-        lambda name, staged: _write_model(by_name[name], staged, storage, routing),
-        result,
-    )
+    writers: dict[str, Callable[[Path], TuningRecord | None]] = {}
+    for pick in picks:
+        configs: dict[str, ModelConfig] = {}
+        if pick.pipeline is not None:
+            pipelines.refuse_options(
+                pick.study.name, pick.source.name,
+                endpoints=len(endpoints), role=pick.endpoint.role, top_k=top_k,
+            )  # fmt: skip
+            configs = pipelines.composing_configs(pick.pipeline, pick.result)
+        writers[pick.name] = partial(_write_model, pick, configs, storage, routing)
+        if pick.pipeline is not None:  # its composing models, beside the ensemble
+            for model, config in configs.items():
+                writers[model] = partial(pipelines.write_composing, pick.pipeline, model, config)
+    return write_models(out, list(writers), force, lambda name, staged: writers[name](staged), result)
 
 
 def _picks(
@@ -138,6 +164,7 @@ def _picks(
             f"study {endpoint.study!r}: only {len(verdict)} config(s) {what} (--top-k {top_k})"
         )
     source, digests = measured_source(study.name, study.identity.model, study.context, model_repository)
+    pipeline = pipelines.measured_pipeline(study, source, warnings)
     picks = []
     for rank, best in enumerate(verdict[:top_k], 1):
         if rank == 1 and best.figures == "screening":
@@ -156,6 +183,7 @@ def _picks(
                 best.confirmed,
                 digests,
                 best.playoff,
+                pipeline,
             )
         )
     return picks
@@ -167,6 +195,7 @@ def _record_for(
     routing: dict | None,
     config_sha256: str,
     model_files: dict[str, str],
+    pipeline: PipelineRecord | None = None,
 ) -> TuningRecord:
     study = pick.study
     context = study.context
@@ -217,6 +246,7 @@ def _record_for(
         },
         routing=None if routing is None else {**routing, "endpoint": pick.name},
         playoff=_playoff_record(pick),
+        pipeline=pipeline,
     )
 
 
@@ -241,10 +271,16 @@ def _playoff_record(pick: _Pick) -> dict | None:
     }
 
 
-def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) -> TuningRecord:
+def _write_model(
+    pick: _Pick,
+    composing: dict[str, ModelConfig],
+    storage: str,
+    routing: dict | None,
+    target: Path,
+) -> TuningRecord:
+    """The model's directory; for a pipeline, the ensemble's (``composing``: its models' configs,
+    written beside it by :func:`pipelines.write_composing`, listed in its record)."""
     source = pick.source
-    config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
-    config.name = pick.name
     files = model_files(source)
     precision = Precision(pick.result.knobs.get("precision", Precision.FP32))
     if precision != Precision.FP32:
@@ -253,14 +289,22 @@ def _write_model(pick: _Pick, target: Path, storage: str, routing: dict | None) 
         variant = Path(source.version) / variant_filename(source.model_file.name, precision)
         files[variant] = _precision_file(pick, precision)
     copy_files(files, target)
-    write_config(config, target / "config.pbtxt")
+    if pick.pipeline is None:
+        config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
+        config.name = pick.name
+        write_config(config, target / "config.pbtxt")
+    else:
+        config = pipelines.write_ensemble(source, target)
     input_data = pick.study.context.request_shape.input_data
     if input_data:
         shutil.copy2(input_data, target / INPUT_DATA_FILE)
     written = {
         str(rel): pick.model_files.get(str(rel)) or file_sha256(target / rel) for rel in sorted(files)
     }  # copies of the source have its digests; only a precision variant is hashed here
-    record = _record_for(pick, storage, routing, config_digest(config), written)
+    pipeline = None
+    if pick.pipeline is not None:
+        pipeline = pipelines.pipeline_record(pick.pipeline, composing, pick.result, pick.point)
+    record = _record_for(pick, storage, routing, config_digest(config), written, pipeline)
     write_record(record, target)
     return record
 

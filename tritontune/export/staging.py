@@ -1,10 +1,12 @@
 """What every exporter shares: the output directory written through a staging directory, the
-model files copied as they were measured, and each model read back before it is moved into place.
+model files copied as they were measured, and the models read back before they are moved into
+place.
 
-The output directory is written through a staging directory beside it and each model directory
-is moved into place only when complete, so an error never leaves half a repository, and a
-non-empty directory is only written into with ``force`` (which replaces just the model
-directories being exported).
+The output directory is written through a staging directory beside it, and the model directories
+are moved into place only when every one of them is complete and read back (an ensemble's graph
+checked against the composing models written beside it), so an error never leaves half a
+repository, and a non-empty directory is only written into with ``force`` (which replaces just
+the model directories being exported).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tritontune.config.pipeline import is_pipeline, load_pipeline
 from tritontune.config.repository import ModelSource, load_model_source
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
@@ -42,25 +45,32 @@ def write_models(
     out: Path,
     names: Sequence[str],
     force: bool,
-    write: Callable[[str, Path], TuningRecord | WorkloadRecord],
+    write: Callable[[str, Path], TuningRecord | WorkloadRecord | None],
     result: ExportResult,
 ) -> ExportResult:
     """Write each model of ``names`` with ``write(name, staged_dir)`` into a staging directory,
-    read it back, and move it into ``out``; nothing of a model that failed is left behind."""
+    read them all back, and move them into ``out``; nothing is left behind when one failed.
+
+    ``write`` returns the model's record, or None for a pipeline's composing model (the
+    ensemble's record covers it; :attr:`ExportResult.models` lists the models with a record).
+    """
     check_output(out, list(names), force)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tritontune-export-", dir=out))
     try:
+        records = {}
         for name in names:
-            staged = staging / name
-            staged.mkdir(parents=True)
-            record = write(name, staged)
-            _verify(staged, name)
+            (staging / name).mkdir(parents=True)
+            records[name] = write(name, staging / name)
+        for name, record in records.items():
+            _verify(staging, name, record is not None)
+        for name, record in records.items():
             target = out / name
             if target.exists():
                 shutil.rmtree(target)  # only with force: check_output refused otherwise
-            staged.rename(target)
-            result.models.append(ExportedModel(name, target, record))
+            (staging / name).rename(target)
+            if record is not None:
+                result.models.append(ExportedModel(name, target, record))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
@@ -91,17 +101,22 @@ def measured_source(
             "(made by an older tritontune); pass --model-repository DIR"
         )
     source = load_model_source(Path(repository), model)
-    measured = context.model_files
     now = source.file_digests()
-    if measured is not None:
-        changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
-        if changed:
-            raise InputError(
-                f"{source.directory}: {', '.join(changed)} changed since study "
-                f"{study!r} measured it; its figures would not be true of these files "
-                "(search again, or point --model-repository at the measured files)"
-            )
+    if context.model_files is not None:
+        refuse_changed(study, source.directory, context.model_files, now)
     return source, now
+
+
+def refuse_changed(study: str, directory: Path, measured: dict[str, str], now: dict[str, str]) -> None:
+    """Refuse a model directory whose files differ from those the study measured (``measured``
+    and ``now``: path relative to ``directory`` -> sha256)."""
+    changed = sorted(k for k in set(measured) | set(now) if measured.get(k) != now.get(k))
+    if changed:
+        raise InputError(
+            f"{directory}: {', '.join(changed)} changed since study {study!r} measured it; its "
+            "figures would not be true of these files (search again, or point "
+            "--model-repository at the measured files)"
+        )
 
 
 def check_output(out: Path, names: list[str], force: bool) -> None:
@@ -124,7 +139,11 @@ def measured_on(context: StudyContext) -> dict[str, Any]:
     }
 
 
-def _verify(model_dir: Path, name: str) -> None:
-    """Read the written model back the way ``check`` and Triton will."""
-    load_model_source(model_dir.parent, name)
-    read_record(model_dir / RECORD_FILE)
+def _verify(staging: Path, name: str, has_record: bool) -> None:
+    """Read the written model back the way ``check`` and Triton will: an ensemble's graph too,
+    against the composing models written beside it."""
+    source = load_model_source(staging, name)
+    if is_pipeline(source.base_config):
+        load_pipeline(staging, name)
+    if has_record:
+        read_record(staging / name / RECORD_FILE)

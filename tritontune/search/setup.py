@@ -89,6 +89,7 @@ def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:
         model_repository=str(source.directory.parent.resolve()),
         model_version=source.version,
         model_files=source.file_digests(),
+        step_model_files=_step_model_files(bench),
         request_shape=RecordedRequestShape(
             batch_size=shape.batch_size,
             dynamic_dim=shape.dynamic_dim,
@@ -100,6 +101,16 @@ def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:
         host=describe_host().to_dict(),
         measure=asdict(measure),
     )
+
+
+def _step_model_files(bench: Bench) -> dict[str, dict[str, str]] | None:
+    """A pipeline's composing models' files as measured (``export`` refuses them changed)."""
+    if not isinstance(bench, PipelineSession):
+        return None
+    digests: dict[str, dict[str, str]] = {}
+    for source in bench.pipeline.models:  # a model whose steps run two versions: both
+        digests.setdefault(source.name, {}).update(source.file_digests())
+    return digests
 
 
 def check_host(study: TuningStudy, bench: Bench) -> None:

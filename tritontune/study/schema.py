@@ -54,6 +54,9 @@ class ContextKey:
     MODEL_REPOSITORY = "model_repository"
     MODEL_VERSION = "model_version"
     MODEL_FILES = "model_files"
+    STEP_MODEL_FILES = "step_model_files"
+    """A pipeline's composing models' files as measured (None for one model, and in studies made
+    before pipelines were exported)."""
     REQUEST_SHAPE = "request_shape"
     SERVER_VERSION = "server_version"
     LAUNCH = "launch"
@@ -65,6 +68,7 @@ class ContextKey:
         MODEL_REPOSITORY,
         MODEL_VERSION,
         MODEL_FILES,
+        STEP_MODEL_FILES,
         REQUEST_SHAPE,
         SERVER_VERSION,
         LAUNCH,

@@ -1,0 +1,170 @@
+"""Export of a pipeline study: the ensemble and every composing model, under one record.
+
+A pipeline (a Triton ensemble) is searched end to end (:mod:`tritontune.serving.pipeline_session`)
+and a trial's config is every composing model's config, kept as one text
+(:func:`~tritontune.config.pipeline.configs_to_text`). Exported, it is a repository Triton serves
+as it was measured:
+
+- the ensemble's directory: its ``config.pbtxt`` as the user wrote it (an ensemble has no knobs),
+  its version directory (Triton loads an ensemble only from one, even empty), the request data,
+  and the one tuning record, whose ``pipeline`` section lists every composing model with its
+  knobs and the digests of its config and files;
+- each composing model's directory: its files as measured (every version the steps run) and its
+  tuned ``config.pbtxt``; no record of its own, since ``check`` measures the pipeline end to end,
+  never a composing model alone.
+
+The steps name their models, so a composing model keeps its name: a pipeline is exported alone,
+its winner only (an ``--endpoint`` role or a ``--top-k`` runner-up would rename what it exports).
+The rest (which trial, its figures, the record's other fields, staging) is the single-class
+export's (:mod:`tritontune.export.single_class`), which calls this module for a pipeline.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritontune.config.model_config import ModelConfig, config_digest, read_config, write_config
+from tritontune.config.pipeline import Pipeline, configs_from_text, is_pipeline, load_pipeline
+from tritontune.config.repository import ModelSource
+from tritontune.config.variant import PIPELINE_KNOBS, describe_config
+from tritontune.errors import InputError
+from tritontune.export.staging import copy_files, model_files, refuse_changed
+from tritontune.record import ComposingModel, PipelineRecord, RecordedStep
+from tritontune.study.figures import OperatingPoint, StepFigure
+from tritontune.study.records import StudyRecord, TrialResult
+
+
+@dataclass(frozen=True)
+class MeasuredPipeline:
+    """A study's pipeline as it is in the user's repository, checked to be what was measured."""
+
+    pipeline: Pipeline
+    model_files: dict[str, dict[str, str]]
+    """Each composing model's files (relative to its directory) -> sha256: the copies' digests."""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self.pipeline.composing_models
+
+
+def measured_pipeline(
+    study: StudyRecord, ensemble: ModelSource, warnings: list[str]
+) -> MeasuredPipeline | None:
+    """The pipeline a study measured, when its model is an ensemble (None: a single model).
+
+    Every composing model's files are checked against the study's digests, as
+    :func:`~tritontune.export.staging.measured_source` checks a single model's; a study made
+    before they were recorded is exported with a warning that they could not be checked.
+    """
+    if not is_pipeline(ensemble.base_config):
+        if any(PIPELINE_KNOBS in trial.knobs for trial in study.trials):
+            raise InputError(
+                f"study {study.name!r} measured a pipeline, but {ensemble.directory} is no "
+                "longer an ensemble; point --model-repository at the measured repository"
+            )
+        return None
+    pipeline = load_pipeline(ensemble.directory.parent, ensemble.name)
+    now: dict[str, dict[str, str]] = {}
+    for source in pipeline.models:  # a model whose steps run two versions: both
+        now.setdefault(source.name, {}).update(source.file_digests())
+    measured = study.context.step_model_files
+    if measured is None:
+        warnings.append(
+            f"study {study.name!r} did not record its composing models' files (an older "
+            "tritontune): they are exported as they are now, unchecked against what was measured"
+        )
+    else:
+        for model, digests in now.items():
+            if model not in measured:
+                raise InputError(
+                    f"{ensemble.directory / 'config.pbtxt'}: the ensemble runs model {model!r}, "
+                    f"which study {study.name!r} did not measure (search again)"
+                )
+            refuse_changed(study.name, ensemble.directory.parent / model, measured[model], digests)
+    return MeasuredPipeline(pipeline, now)
+
+
+def refuse_options(study: str, ensemble: str, *, endpoints: int, role: str | None, top_k: int) -> None:
+    """The single-model export options that would rename a pipeline's models, refused."""
+    if endpoints > 1 or role is not None or top_k != 1:
+        raise InputError(
+            f"study {study!r} tuned pipeline {ensemble!r} (an ensemble): export it alone, with "
+            "--study NAME (--endpoint and --top-k rename the models they export, and the "
+            "ensemble's steps name its composing models)"
+        )
+
+
+def composing_configs(measured: MeasuredPipeline, result: TrialResult) -> dict[str, ModelConfig]:
+    """The trial's config of each composing model, in the pipeline's order."""
+    configs = configs_from_text(result.config_pbtxt, source=f"trial {result.number}")
+    missing = [model for model in measured.models if model not in configs]
+    if missing:
+        raise InputError(
+            f"trial {result.number} keeps no config for composing model(s) {', '.join(missing)} "
+            f"of pipeline {measured.pipeline.name!r} (its configs: {', '.join(configs)}); "
+            "search the pipeline again"
+        )
+    out = {}
+    for model in measured.models:
+        out[model] = configs[model]
+        out[model].name = model
+    return out
+
+
+def write_ensemble(source: ModelSource, target: Path) -> ModelConfig:
+    """The ensemble's config, as written, and its version directory, beside the files of that
+    version (none, usually) already copied into ``target``; returns the config."""
+    (target / source.version).mkdir(exist_ok=True)
+    shutil.copy2(source.directory / "config.pbtxt", target / "config.pbtxt")
+    config = read_config(target / "config.pbtxt")
+    config.name = source.name  # as load_model_source names it, which check's digest reads
+    return config
+
+
+def write_composing(measured: MeasuredPipeline, model: str, config: ModelConfig, target: Path) -> None:
+    """A composing model's directory: the files of every version its steps run, and its tuned
+    config (no record: the ensemble's covers it)."""
+    files = {}
+    for source in measured.pipeline.models:
+        if source.name == model:
+            files.update(model_files(source))
+    copy_files(files, target)
+    write_config(config, target / "config.pbtxt")
+
+
+def pipeline_record(
+    measured: MeasuredPipeline,
+    configs: dict[str, ModelConfig],
+    result: TrialResult,
+    point: OperatingPoint,
+) -> PipelineRecord:
+    """The record's ``pipeline`` section: each composing model as written, and its share of a
+    request's time where the study has it (the playoff keeps no per-step figures, so a playoff
+    winner's are the search's first measurement of the config, and the record says so)."""
+    screening = result.operating_point
+    steps, figures, load = point.steps, "operating point", point.load
+    if not steps and screening is not None:
+        steps, figures, load = screening.steps, "screening", screening.load
+    return PipelineRecord(
+        models=tuple(
+            ComposingModel(
+                model=model,
+                knobs=describe_config(config),
+                config_sha256=config_digest(config),
+                model_files=dict(measured.model_files.get(model, {})),
+            )
+            for model, config in configs.items()
+        ),
+        steps=_recorded_steps(steps),
+        steps_load=load if steps else 0.0,
+        steps_figures=figures,
+    )
+
+
+def _recorded_steps(steps: Sequence[StepFigure]) -> tuple[RecordedStep, ...]:
+    return tuple(
+        RecordedStep(s.model, s.queue_s * 1e3, s.compute_s * 1e3, s.avg_batch_size) for s in steps
+    )
