@@ -306,3 +306,31 @@ def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     with open_session(repository, PIPELINE, settings=fast) as session:
         result = run_search(session, space_for(session, settings.slo_p99_s), settings)
     return PipelineStudy(repository, storage, "pipe", settings.slo_p99_s, result)
+
+
+@pytest.fixture(scope="session")
+def bls_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
+    """One real search of a BLS model and the two models it calls (``tests/pipelines.py``), 2
+    trials and no playoff, shared by the BLS tests of search, export and check (read only)."""
+    from tests.pipelines import BLS, STEPS, write_bls
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.search.optimize import SearchSettings, run_search
+    from tritontune.search.playoff import PlayoffSettings
+    from tritontune.search.setup import space_for
+    from tritontune.serving.session import open_session
+
+    repository = write_bls(tmp_path_factory.mktemp("bls") / "model_repository")
+    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
+    settings = SearchSettings(
+        slo_p99_s=0.100,
+        trials=2,
+        seed=5,
+        storage=f"sqlite:///{repository.parent / 'studies.db'}",
+        study_name="chain",
+        measure=fast,
+        max_load=8,
+        playoff=PlayoffSettings(top=0),
+    )
+    with open_session(repository, BLS, composing=STEPS, settings=fast) as session:
+        result = run_search(session, space_for(session, settings.slo_p99_s), settings)
+    return PipelineStudy(repository, str(settings.storage), "chain", settings.slo_p99_s, result)

@@ -200,3 +200,18 @@ def test_a_pipeline_record_without_step_figures_reads(tmp_path: Path):
     path = write_record(bare, tmp_path)
     assert yaml.safe_load(path.read_text())["pipeline"]["steps"] is None
     assert read_record(path) == bare
+
+
+def test_a_bls_models_record_says_so_and_an_ensembles_does_not(tmp_path: Path):
+    record = make_pipeline_record()
+    assert record.pipeline is not None
+    bls = replace(record, pipeline=replace(record.pipeline, bls=True))
+    path = write_record(bls, tmp_path)
+    assert yaml.safe_load(path.read_text())["pipeline"]["bls"] is True
+    assert read_record(path) == bls
+    (tmp_path / "ensemble").mkdir()
+    ensemble = write_record(record, tmp_path / "ensemble")
+    assert "bls" not in yaml.safe_load(ensemble.read_text())["pipeline"]
+    edit(path, lambda d: d["pipeline"].update(bls="yes"))
+    with pytest.raises(InputError, match=re.escape("pipeline.bls: 'yes'")):
+        read_record(path)

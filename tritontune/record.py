@@ -142,6 +142,7 @@ _SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["models"],
             "properties": {
+                "bls": {"type": "boolean"},
                 "models": {
                     "type": "array",
                     "minItems": 1,
@@ -262,6 +263,9 @@ class PipelineRecord:
     steps_figures: str = "operating point"
     """``operating point``: at the record's operating point; ``screening``: at the search's
     first measurement of the config (the playoff keeps no per-step figures), at ``steps_load``."""
+    bls: bool = False
+    """The model is a BLS model whose code calls :attr:`models` (not an ensemble): its own
+    config is tuned too, and ``check`` must be told which models it calls, as the search was."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -284,6 +288,7 @@ class PipelineRecord:
                 ],
             }
         return {
+            **({"bls": True} if self.bls else {}),
             "models": [
                 {
                     "model": m.model,
@@ -320,6 +325,7 @@ class PipelineRecord:
             ),
             steps_load=float(steps.get("load", 0.0)),
             steps_figures=str(steps.get("figures", "operating point")),
+            bls=bool(data.get("bls", False)),
         )
 
 
@@ -605,8 +611,9 @@ _HEADER = """\
 """
 
 _PIPELINE_HEADER = """\
-# This model is a pipeline (a Triton ensemble): it is measured end to end, with each composing
-# model (under `pipeline:`) served with its own exported config; they have no record of their own.
+# This model is a pipeline (a Triton ensemble, or a BLS model calling others): it is measured end
+# to end, with each composing model (under `pipeline:`) served with its own exported config; they
+# have no record of their own.
 """
 
 

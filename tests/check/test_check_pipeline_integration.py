@@ -67,3 +67,34 @@ def test_an_exported_pipeline_is_checked_end_to_end(
         assert "check passed: 1/1 models pass" in checked.output
     assert not tritonserver_processes(own_servers)
     assert yaml.safe_load((out / PIPELINE / RECORD_FILE).read_text())["record_version"] == 2
+
+
+def test_an_exported_bls_model_is_checked_with_the_models_it_calls(
+    bls_study: PipelineStudy, tmp_path: Path, own_servers: Path
+):
+    from tests.pipelines import BLS
+
+    out = tmp_path / "tuned"
+    exported = runner.invoke(
+        app, ["export", "--study", bls_study.name, "--storage", bls_study.storage, "--out", str(out)]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert sorted(p.name for p in out.iterdir()) == sorted((BLS, *STEPS))
+    best = TuningStudy.open_existing(bls_study.storage, bls_study.name).read().best_point()
+    assert best is not None
+    tuned = configs_from_text(best.result.config_pbtxt, source="the winner")
+    # The BLS model's own config is tuned too, and written as the search measured it.
+    assert {m: read_config(out / m / "config.pbtxt") for m in (BLS, *STEPS)} == tuned
+    assert (out / BLS / "1" / "model.py").is_file()
+    record = read_record(out / BLS / RECORD_FILE)
+    assert record.pipeline is not None and record.pipeline.bls and record.pipeline.names == STEPS
+
+    junit = tmp_path / "junit.xml"
+    checked = runner.invoke(app, ["check", str(out), "--window", "0.5s", "--junit", str(junit)])
+    cases = junit_cases(junit)
+    assert set(cases) == {f"{BLS}.{rule}" for rule in ("loads", "p99", "throughput", "errors")}
+    assert cases[f"{BLS}.loads"].find("failure") is None, checked.output
+    assert "where a request's time went, per step" in checked.output
+    failed = {name for name, case in cases.items() if case.find("failure") is not None}
+    assert failed <= {f"{BLS}.throughput"}, checked.output  # a busy machine, as above
+    assert not tritonserver_processes(own_servers)

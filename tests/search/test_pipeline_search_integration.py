@@ -65,30 +65,18 @@ def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
             session.prepare_precisions(["fp16"])
 
 
-def test_a_bls_model_is_tuned_with_the_models_it_calls(tmp_path: Path):
-    from tests.pipelines import BLS, write_bls
-    from tritontune.search.optimize import SearchSettings, run_search
-    from tritontune.search.playoff import PlayoffSettings
+def test_a_bls_model_is_tuned_with_the_models_it_calls(bls_study: PipelineStudy):
+    from tests.pipelines import BLS
     from tritontune.search.setup import space_for
 
-    repository = write_bls(tmp_path / "repository")
-    settings = SearchSettings(
-        slo_p99_s=0.100,
-        trials=2,
-        seed=5,
-        storage=f"sqlite:///{tmp_path / 'study.db'}",
-        measure=FAST,
-        max_load=8,
-        playoff=PlayoffSettings(top=0),
-    )
-    with open_session(repository, BLS, composing=STEPS, settings=FAST) as session:
+    with open_session(bls_study.repository, BLS, composing=STEPS) as session:
         assert isinstance(session, PipelineSession) and session.pipeline.bls
-        space = space_for(session, settings.slo_p99_s)
+        space = space_for(session, bls_study.slo_s)
         assert space.models == (BLS, *STEPS)  # type: ignore[attr-defined]
-        # The BLS model's own limit is its clients' contract; its instances and batcher are searched.
-        assert space.dimensions[f"{BLS}/max_batch_size"].values == (8,)  # type: ignore[union-attr]
-        assert f"{BLS}/instance_count" in space.dimensions
-        result = run_search(session, space, settings)
+    # The BLS model's own limit is its clients' contract; its instances and batcher are searched.
+    assert space.dimensions[f"{BLS}/max_batch_size"].values == (8,)  # type: ignore[union-attr]
+    assert f"{BLS}/instance_count" in space.dimensions
+    result = bls_study.result
     baseline = result.baseline
     assert baseline is not None and baseline.feasible
     assert [s.model for s in baseline.steps] == [BLS, *STEPS]

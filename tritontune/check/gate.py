@@ -425,9 +425,12 @@ def _checking_session(
 ) -> Iterator[TuningSession]:
     """A server for one check (for an ensemble, its composing models too); its log is kept
     (beside the JUnit file) when the check failed, and where it was kept is said in the check."""
+    pipeline = check.record.pipeline if isinstance(check, ModelCheck) and check.record else None
     session = open_session(
         source.directory.parent,
         source.name,
+        # A BLS model's calls are in its code: its record names them, as the search was told.
+        composing=pipeline.names if pipeline is not None and pipeline.bls else (),
         launch=settings.launch,
         load=settings.load,
         request_shape=shape,

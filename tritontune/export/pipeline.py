@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritontune.config.model_config import ModelConfig, config_digest, read_config, write_config
-from tritontune.config.pipeline import Pipeline, configs_from_text, is_pipeline, load_pipeline
+from tritontune.config.pipeline import (
+    Pipeline,
+    configs_from_text,
+    is_pipeline,
+    load_bls_pipeline,
+    load_pipeline,
+)
 from tritontune.config.repository import ModelSource
 from tritontune.config.variant import PIPELINE_KNOBS, describe_config
 from tritontune.errors import InputError
@@ -59,14 +65,19 @@ def measured_pipeline(
     :func:`~tritontune.export.staging.measured_source` checks a single model's; a study made
     before they were recorded is exported with a warning that they could not be checked.
     """
-    if not is_pipeline(ensemble.base_config):
+    composing = study.context.composing
+    if composing:  # a BLS model and the models its code calls, as the search was told
+        pipeline = load_bls_pipeline(ensemble.directory.parent, ensemble.name, composing)
+    elif is_pipeline(ensemble.base_config):
+        pipeline = load_pipeline(ensemble.directory.parent, ensemble.name)
+    else:
         if any(PIPELINE_KNOBS in trial.knobs for trial in study.trials):
             raise InputError(
                 f"study {study.name!r} measured a pipeline, but {ensemble.directory} is no "
-                "longer an ensemble; point --model-repository at the measured repository"
+                "longer an ensemble (and the study names no models a BLS model calls); point "
+                "--model-repository at the measured repository"
             )
         return None
-    pipeline = load_pipeline(ensemble.directory.parent, ensemble.name)
     now: dict[str, dict[str, str]] = {}
     for source in pipeline.models:  # a model whose steps run two versions: both
         now.setdefault(source.name, {}).update(source.file_digests())
@@ -91,10 +102,25 @@ def refuse_options(study: str, ensemble: str, *, endpoints: int, role: str | Non
     """The single-model export options that would rename a pipeline's models, refused."""
     if endpoints > 1 or role is not None or top_k != 1:
         raise InputError(
-            f"study {study!r} tuned pipeline {ensemble!r} (an ensemble): export it alone, with "
-            "--study NAME (--endpoint and --top-k rename the models they export, and the "
-            "ensemble's steps name its composing models)"
+            f"study {study!r} tuned pipeline {ensemble!r}: export it alone, with --study NAME "
+            "(--endpoint and --top-k rename the models they export, and an ensemble's steps, or "
+            "a BLS model's code, name its composing models)"
         )
+
+
+def entry_config(measured: MeasuredPipeline, result: TrialResult) -> ModelConfig:
+    """A BLS model's own config, as the trial tuned it (an ensemble has none: see
+    :func:`write_ensemble`)."""
+    name = measured.pipeline.name
+    configs = configs_from_text(result.config_pbtxt, source=f"trial {result.number}")
+    if name not in configs:
+        raise InputError(
+            f"trial {result.number} keeps no config for BLS model {name!r} (its configs: "
+            f"{', '.join(configs)}); search the pipeline again"
+        )
+    config = configs[name]
+    config.name = name
+    return config
 
 
 def composing_configs(measured: MeasuredPipeline, result: TrialResult) -> dict[str, ModelConfig]:
@@ -161,6 +187,7 @@ def pipeline_record(
         steps=_recorded_steps(steps),
         steps_load=load if steps else 0.0,
         steps_figures=figures,
+        bls=measured.pipeline.bls,
     )
 
 

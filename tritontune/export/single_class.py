@@ -293,6 +293,9 @@ def _write_model(
         config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
         config.name = pick.name
         write_config(config, target / "config.pbtxt")
+    elif pick.pipeline.pipeline.bls:  # a BLS model: tuned with the models it calls
+        config = pipelines.entry_config(pick.pipeline, pick.result)
+        write_config(config, target / "config.pbtxt")
     else:
         config = pipelines.write_ensemble(source, target)
     input_data = pick.study.context.request_shape.input_data

@@ -89,6 +89,9 @@ def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:
         model_repository=str(source.directory.parent.resolve()),
         model_version=source.version,
         model_files=source.file_digests(),
+        composing=list(bench.pipeline.composing_models)
+        if isinstance(bench, PipelineSession) and bench.pipeline.bls
+        else None,
         step_model_files=_step_model_files(bench),
         request_shape=RecordedRequestShape(
             batch_size=shape.batch_size,

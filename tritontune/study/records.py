@@ -79,6 +79,9 @@ class StudyContext:
     model_version: str | None = None
     model_files: dict[str, str] | None = None
     """sha256 of the model's version files as measured (``export`` refuses changed files)."""
+    composing: list[str] | None = None
+    """For a BLS model: the models its code calls (``--composing``), which export and check
+    need to serve it as it was measured; None for one model and for an ensemble (its steps say)."""
     step_model_files: dict[str, dict[str, str]] | None = None
     """For a pipeline: each composing model's :attr:`model_files` (every version its steps run),
     by model; None for a single model and for pipeline studies made before export knew them."""
@@ -101,6 +104,7 @@ class StudyContext:
             model_repository=attrs.get(ContextKey.MODEL_REPOSITORY),
             model_version=attrs.get(ContextKey.MODEL_VERSION),
             model_files=attrs.get(ContextKey.MODEL_FILES),
+            composing=attrs.get(ContextKey.COMPOSING),
             step_model_files=attrs.get(ContextKey.STEP_MODEL_FILES),
             request_shape=RecordedRequestShape(
                 batch_size=int(shape.get("batch_size", 1)),

@@ -54,6 +54,8 @@ class ContextKey:
     MODEL_REPOSITORY = "model_repository"
     MODEL_VERSION = "model_version"
     MODEL_FILES = "model_files"
+    COMPOSING = "composing"
+    """A BLS model's composing models, as the search was told them (None otherwise)."""
     STEP_MODEL_FILES = "step_model_files"
     """A pipeline's composing models' files as measured (None for one model, and in studies made
     before pipelines were exported)."""
@@ -68,6 +70,7 @@ class ContextKey:
         MODEL_REPOSITORY,
         MODEL_VERSION,
         MODEL_FILES,
+        COMPOSING,
         STEP_MODEL_FILES,
         REQUEST_SHAPE,
         SERVER_VERSION,
