@@ -153,6 +153,15 @@ RepositoryOption = Annotated[
     Path, typer.Option("--model-repository", "-r", help="The model repository directory.")
 ]
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model name in the repository.")]
+ComposingOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--composing",
+        help="MODEL is a BLS model (Python code calling other models): a model it calls (repeat "
+        "for each), served with it; a search tunes their configs with its own, for its end-to-end "
+        "figure. An ensemble needs none: its steps say what it runs.",
+    ),
+]
 BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per request.", min=1)]
 InputDataOption = Annotated[
     Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from tritontune.cli._common import (
     BatchSizeOption,
+    ComposingOption,
     ConfigOption,
     CsvOption,
     InputDataOption,
@@ -124,6 +125,7 @@ def profile(
     ctx: typer.Context,
     model_repository: RepositoryOption,
     model: ModelOption,
+    composing: ComposingOption = None,
     config: ConfigOption = None,
     max_batch_size: Annotated[int | None, typer.Option(help="Set max_batch_size.")] = None,
     dynamic_batching: Annotated[
@@ -249,6 +251,7 @@ def profile(
         session = open_session(
             model_repository,
             model,
+            composing=tuple(composing or ()),
             launch=server,
             load=load_generator,
             request_shape=request_shape,

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from tritontune.cli._common import (
     BatchSizeOption,
+    ComposingOption,
     ConfigOption,
     CsvOption,
     InputDataOption,
@@ -100,15 +101,7 @@ def search(
     ctx: typer.Context,
     model_repository: RepositoryOption,
     model: ModelOption,
-    composing: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--composing",
-            help="MODEL is a BLS model (Python code calling other models): a model it calls "
-            "(repeat for each). Their configs are searched with its own, for its end-to-end "
-            "figure. An ensemble needs none: its steps say what it runs.",
-        ),
-    ] = None,
+    composing: ComposingOption = None,
     slo_p99: Annotated[
         str | None, typer.Option(help="The latency SLO on p99, e.g. 50ms (required unless --workload).")
     ] = None,
