@@ -564,7 +564,8 @@ def _print_steps(entry: str, baseline: OperatingPoint | None, winner: OperatingP
     if not points:
         return
     table = Table(
-        title="where a request's time went, per step (Triton's statistics at the operating point)",
+        title="where a request's time went, per step (Triton's statistics at each config's search "
+        "operating point)",
         title_justify="left",
     )
     for column in ("config", "step", "queue ms", "compute ms", "avg batch", ""):
