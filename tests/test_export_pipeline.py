@@ -122,7 +122,7 @@ def test_options_that_rename_models_are_refused_for_a_pipeline(
     out = tmp_path / "out"
     studies = {"p": read_study(make_pipeline_study(pipeline_repository, [3000, 6000]))}
     for endpoints, top_k in (([Endpoint("p")], 2), ([Endpoint("p", role="interactive")], 1)):
-        with pytest.raises(InputError, match=r"tuned pipeline 'pipe' \(an ensemble\): export it alone"):
+        with pytest.raises(InputError, match=r"tuned pipeline 'pipe': export it alone"):
             export_records(endpoints, studies, out, storage="memory", top_k=top_k)
     assert not out.exists()
 

@@ -59,7 +59,7 @@ def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
         m = session.measure(LoadSpec.concurrency(4))
         assert m.throughput > 0 and set(m.steps) == set(STEPS)
         assert all(split.requests > 0 for split in m.steps.values())
-        with pytest.raises(ConfigError, match="its knobs are its composing models'"):
+        with pytest.raises(ConfigError, match="its knobs are its models'"):
             session.configs(Variant(max_batch_size=4))
         with pytest.raises(InputError, match="precision variants of a pipeline"):
             session.prepare_precisions(["fp16"])
