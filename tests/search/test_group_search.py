@@ -138,6 +138,10 @@ def test_the_cli_refuses_endpoints_and_a_missing_model(tmp_path: Path, example_r
     plain.write_text("classes:\n  - {name: a, share: 1}\n")
     shown = runner.invoke(app, ["search", "-r", str(example_repository), "--workload", str(plain)])
     assert shown.exit_code != 0 and "--model: required (the model to search), unless" in shown.output
+    shown = runner.invoke(
+        app, ["profile", "-r", str(example_repository), "-m", "mlp", "--workload", str(path)]
+    )
+    assert shown.exit_code != 0 and "its classes name their models (mlp); profile serves" in shown.output
     with pytest.raises(InputError, match="--layout endpoints: the classes"):
         searched_layouts(settings(layouts=(Layout.ENDPOINTS,)), True, TRAFFIC)
     assert searched_layouts(settings(layouts=None), True, TRAFFIC) == (Layout.SHARED,)

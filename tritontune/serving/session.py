@@ -366,6 +366,11 @@ class TuningSession:
         return measurement
 
     def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
+        if traffic_class.model is not None:  # a group's class (ModelGroupSession sends those)
+            raise InputError(
+                f"class {traffic_class.name!r} names the model it calls "
+                f"({traffic_class.model!r}); one model's session serves classes without `model:`"
+            )
         if self._endpoints:
             if traffic_class.name not in self._endpoints:
                 raise InputError(
