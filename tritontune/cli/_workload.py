@@ -89,7 +89,8 @@ def search_workload(
         console.print(
             f"winner: {winner.label} serves {winner.median:,.0f} infer/s with every class meeting "
             f"its objective (at {winner.median_rate:,.0f} req/s offered), "
-            f"{winner.median / baseline.median:.2f}x the model's own config",
+            f"{winner.median / baseline.median:.2f}x "
+            + ("the models' own configs" if traffic.routed else "the model's own config"),
             highlight=False,
         )
     for label, duet in result.final.duets.items():
