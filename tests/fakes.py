@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from tests.search.test_operating_point import measurement
 from tritontune.config.model_config import ModelConfig
+from tritontune.config.pipeline import PipelineVariant
 from tritontune.config.repository import ModelSource
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import Variant, apply_variant
@@ -244,3 +245,90 @@ class SimulatedSession(FakeSession):
             request_rate=result.throughput_rps,
             server=server,
         )
+
+
+class FakeGroupSession(FakeSession):
+    """Several models on the modelled server, each class of a workload sent to the model it
+    names (the protocol of :class:`tritontune.serving.group_session.ModelGroupSession`).
+
+    The machine has ``cores`` cores. A model computes ``100 x max_batch_size`` samples/s per
+    instance while the instances of every model together fit the cores; past that they
+    time-slice them, each getting ``cores / instances in all`` of its speed. A model's classes
+    share its capacity in proportion to their demand; an interactive class's p99 grows with its
+    model's utilization; a surplus is rejected by a bounded queue and piles up without one. Each
+    level reports Triton's statistics per model (``server``), counted from the classes sent to it.
+    """
+
+    def __init__(self, sources: tuple[ModelSource, ...], *, cores: int = 2) -> None:
+        first = sources[0]
+        name = "+".join(s.name for s in sources)
+        super().__init__(dataclasses.replace(first, name=name))
+        self.sources = {s.name: s for s in sources}
+        self.step_models = tuple(self.sources)
+        self.cores = cores
+        self.loaded_configs: dict[str, ModelConfig] = {}
+        self.instances_loaded: list[int] = []
+        """The instances of every model together, per load."""
+
+    def build(self, variant: Variant) -> ModelConfig:
+        raise AssertionError("a group's configs are per model")
+
+    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
+        chosen = variant if isinstance(variant, PipelineVariant) else PipelineVariant()
+        assert isinstance(variant, PipelineVariant) or variant == Variant()
+        return {m: apply_variant(s.base_config, chosen.of(m)) for m, s in self.sources.items()}
+
+    def load(self, variant: Variant) -> LoadReceipt:
+        if self.dead:
+            raise ServerDiedError("not running")
+        self.loaded_configs = self.configs(variant)
+        self.variants.append(variant)
+        self.baseline_measured |= variant == Variant()
+        self.instances_loaded.append(sum(_instances(c) for c in self.loaded_configs.values()))
+        return LoadReceipt(dict(self.loaded_configs), 0.01)
+
+    def load_endpoints(self, variants: Mapping[str, Variant]) -> LoadReceipt:
+        raise AssertionError("a group has no endpoints to split")
+
+    def measure_traffic(
+        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
+    ) -> TrafficMeasurement:
+        assert self.loaded_configs, "no config loaded"
+        rates = traffic.rates(total_rate)
+        instances = sum(_instances(c) for c in self.loaded_configs.values())
+        slicing = min(1.0, self.cores / instances)
+        span = 3.0
+        figures, server = [], {}
+        for model, config in self.loaded_configs.items():
+            classes = [c for c in traffic.classes if c.model == model]
+            if not classes:
+                continue
+            capacity = 100.0 * (config.max_batch_size or 1) * _instances(config) * slicing
+            demand = sum(rates[c.name] * c.request.batch_size for c in classes)
+            utilization = min(demand / capacity, 0.999)
+            served_part = min(1.0, capacity / demand) if demand else 1.0
+            bounded = config.dynamic_batching.default_queue_policy.max_queue_size > 0 or any(
+                p.max_queue_size for p in config.dynamic_batching.priority_queue_policy.values()
+            )
+            requests = 0
+            for c in classes:
+                offered = rates[c.name]
+                served = offered * served_part
+                p99 = 0.005 / (1 - utilization) if c.slo_p99_s else 0.05
+                surplus = offered - served
+                errors = {QUEUE_FULL_ERROR: int(surplus * span)} if surplus > 0 and bounded else {}
+                answered = served + (surplus if bounded else 0.0)
+                count = max(int(served * span), 1)
+                requests += count
+                latency = LatencyStats(count, p99 / 2, p99 / 2, p99, p99, p99, p99, p99)
+                figures.append(
+                    ClassFigures(
+                        c.name, c.request.batch_size, offered, served, answered, latency, errors, (p99,)
+                    )
+                )
+            batch = config.max_batch_size or 1
+            executions = max(requests // batch, 1)
+            server[model] = ServerSplit(requests, executions, float(batch), 0.001, 0.002, 0)
+        order = {c.name: i for i, c in enumerate(traffic.classes)}
+        figures.sort(key=lambda f: order[f.name])
+        return TrafficMeasurement(total_rate, tuple(figures), span, span, server=server)

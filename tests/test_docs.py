@@ -34,7 +34,10 @@ from tritontune.study.records import RecordedPrecision
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 #: Results keys whose own keys are data (knob names, dimensions, models, classes), not schema.
-DATA_MAPS = {"params", "config", "knobs", "space", "point", "models", "routes"}
+DATA_MAPS = {
+    "params", "config", "knobs", "space", "point", "models", "routes",
+    "served_infer_per_s_by_class", "by_model",
+}  # fmt: skip
 
 
 def nav_pages(nav: Any) -> list[str]:

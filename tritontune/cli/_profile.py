@@ -234,6 +234,12 @@ def profile(
                     "--workload drives open-loop traffic: give --request-rate, not --concurrency"
                 )
             traffic = read_traffic(workload_file, dynamic_dim=dynamic_dim)
+            if traffic.routed:
+                raise InputError(
+                    f"--workload {workload_file}: its classes name their models "
+                    f"({', '.join(traffic.models)}); profile serves one model's classes (search "
+                    "--workload tunes several models together)"
+                )
             variant = traffic.scheduled(variant, priorities=priorities, admission=max_queue_size)
         elif report is not None:
             raise InputError("--report: written for --workload (a study's report: tritontune report)")

@@ -18,7 +18,6 @@ from tritontune.cli._common import (
     ConfigOption,
     CsvOption,
     InputDataOption,
-    ModelOption,
     RepositoryOption,
     StorageOption,
     TrialsDisplay,
@@ -72,6 +71,7 @@ from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_
 from tritontune.search.traffic_capacity import DEFAULT_START_RATE
 from tritontune.search.workload_search import WorkloadSearchSettings
 from tritontune.server.factory import LaunchSettings
+from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
 from tritontune.serving.server import failure_log_path
 from tritontune.serving.session import TuningSession, open_session
 from tritontune.study.duet import TIE_MARGIN
@@ -100,7 +100,15 @@ def _space_source(value: str | SpaceSource) -> SpaceSource:
 def search(
     ctx: typer.Context,
     model_repository: RepositoryOption,
-    model: ModelOption,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model name in the repository (required, unless every class of the --workload "
+            "file names its model: then all of them are tuned, or only this one of them).",
+        ),
+    ] = None,
     composing: ComposingOption = None,
     slo_p99: Annotated[
         str | None, typer.Option(help="The latency SLO on p99, e.g. 50ms (required unless --workload).")
@@ -238,6 +246,17 @@ def search(
             layouts = {"both": None, **{str(x): (x,) for x in Layout}}
             if layout not in layouts:
                 raise InputError(f"--layout: {layout!r} is not one of {', '.join(layouts)}")
+            if traffic.routed and layout == str(Layout.ENDPOINTS):
+                raise InputError(
+                    f"--layout endpoints: the classes of {workload_file} name their models, so "
+                    "each class has its own model already; the endpoints layout splits one "
+                    "model's classes (leave --layout out)"
+                )
+            if model is None and not traffic.routed:
+                raise InputError(
+                    f"--model: required (the model to search), unless every class of "
+                    f"{workload_file} names its model (model: NAME)"
+                )
             workload_settings = WorkloadSearchSettings(
                 trials=trials if trials is not None else (None if timeout else 12),
                 timeout_s=timeout_s,
@@ -252,14 +271,18 @@ def search(
                 measure=measure,
                 layouts=layouts[layout],
             )
-            name = workload_settings.study_name_for(model, traffic)
-            session = open_session(
-                model_repository,
-                model,
+            target = model or GROUP_SEPARATOR.join(traffic.models)
+            name = workload_settings.study_name_for(target, traffic)
+            options: dict[str, Any] = dict(
                 launch=server,
                 load=load_generator,
                 settings=measure,
                 failure_log=failure_log_path(results or Path(f"{name}.results.json"), name),
+            )
+            session = (
+                open_group_session(model_repository, traffic, model, **options)
+                if traffic.routed
+                else open_session(model_repository, target, **options)
             )
             search_workload(session, space, traffic, workload_settings, results, report)
             return
@@ -271,6 +294,8 @@ def search(
             },
         )
         plan_options = parse_plan_options(headroom, peak_qps)
+        if model is None:
+            raise InputError("--model: required (the model to search in --model-repository)")
         if slo_p99 is None:
             raise InputError("--slo-p99: required (e.g. --slo-p99 50ms), or give --workload FILE")
         slo = parse_duration(slo_p99, what="--slo-p99")

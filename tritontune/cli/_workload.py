@@ -16,9 +16,10 @@ from tritontune.cli._common import (
     progress_bar,
     write_results,
 )
-from tritontune.config.variant import knobs_summary
+from tritontune.config.variant import PIPELINE_KNOBS, knobs_summary
 from tritontune.measure.traffic import Layout, Traffic
 from tritontune.report.workload import summary_lines, write_workload_report
+from tritontune.search.pipeline_space import PipelineSpace, knob_name
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace, SpaceSource
 from tritontune.search.workload_search import (
@@ -52,13 +53,14 @@ def search_workload(
         # The default space needs the running server's capabilities; its delays are sized for
         # the tightest class SLO. Precision variants are not searched for a workload.
         tightest = min((c.slo_p99_s for c in traffic.classes if c.slo_p99_s), default=1.0)
-        space = space_for(session, tightest, space_source).replace("precision", None)
+        space = space_for(session, tightest, space_source)
+        if not isinstance(space, PipelineSpace):
+            space = space.replace("precision", None)
         searched = workload_space(space, traffic)
         err_console.print(
             "space: "
             + ", ".join(f"{k}={v}" for k, v in searched.describe().items())
-            + (", priorities={true, false}" if traffic.priority_levels else "")
-            + f", admission={{{', '.join(str(a) for a in ADMISSION_CHOICES)}}}"
+            + _scheduler_text(searched, traffic)
             + (
                 ", layout={shared, endpoints}"
                 if len(searched_layouts(settings, session.owns_server, traffic)) > 1
@@ -66,6 +68,12 @@ def search_workload(
             ),
             highlight=False,
         )
+        if isinstance(space, PipelineSpace) and space.budget is not None:
+            err_console.print(
+                f"instances: {space.budget.describe()}, shared by the tuned models (a point "
+                "over it is measured clamped to it)",
+                highlight=False,
+            )
         try:
             result = _search_with_progress(session, space, traffic, settings)
         except KeyboardInterrupt:
@@ -81,7 +89,8 @@ def search_workload(
         console.print(
             f"winner: {winner.label} serves {winner.median:,.0f} infer/s with every class meeting "
             f"its objective (at {winner.median_rate:,.0f} req/s offered), "
-            f"{winner.median / baseline.median:.2f}x the model's own config",
+            f"{winner.median / baseline.median:.2f}x "
+            + ("the models' own configs" if traffic.routed else "the model's own config"),
             highlight=False,
         )
     for label, duet in result.final.duets.items():
@@ -99,13 +108,15 @@ def search_workload(
             f"{ratio:.2f}x (median infer/s served, same rounds)",
             highlight=False,
         )
-    elif not session.owns_server:
+    elif not session.owns_server and not traffic.routed:
         console.print(
             "layouts: one endpoint per class was not measured (a remote server's repository is its own)",
             highlight=False,
         )
     if result.stop_reason:
         console.print(f"stopped before the trial budget: {result.stop_reason}", highlight=False)
+    if winner is not None and traffic.routed:
+        _print_models(winner)
     capacity = result.winner_capacity()
     if capacity is not None:
         for line in summary_lines(capacity):
@@ -115,6 +126,28 @@ def search_workload(
             console.print(f"report: {report}", highlight=False)
     write_results(results or Path(f"{result.study_name}.results.json"), result.to_dict())
     return result
+
+
+def _scheduler_text(space: SearchSpace, traffic: Traffic) -> str:
+    """The scheduler's knobs of the space line: one model's, or each model's of a group."""
+    admission = f"admission={{{', '.join(str(a) for a in ADMISSION_CHOICES)}}}"
+    if isinstance(space, PipelineSpace) and traffic.routed:
+        parts = []
+        for model in space.models:
+            if traffic.served_by(model).priority_levels:
+                parts.append(f"{knob_name(model, 'priorities')}={{true, false}}")
+            parts.append(knob_name(model, admission))
+        return "".join(f", {p}" for p in parts)
+    return (", priorities={true, false}" if traffic.priority_levels else "") + f", {admission}"
+
+
+def _print_models(winner: Finalist) -> None:
+    """Each model's config in the winner, and the classes it serves."""
+    knobs = winner.knobs.get(PIPELINE_KNOBS, {})
+    for model in winner.models:
+        classes = ", ".join(c for c, m in winner.routes.items() if m == model) or "none"
+        shown = knobs_summary(knobs[model]) if model in knobs else "its own config"
+        console.print(f"  {model} (classes: {classes}): {shown}", highlight=False)
 
 
 def _search_with_progress(

@@ -31,6 +31,12 @@ def export_workload(
     force: bool = False,
 ) -> staging.ExportResult:
     """Export the winner of a workload study's final rounds (see the module docstring)."""
+    if study.traffic.routed:  # the files of one model would be written for every model
+        raise InputError(
+            f"study {study.name!r}: its classes name their models "
+            f"({', '.join(study.traffic.models)}); exporting several models is not done yet (the "
+            "results JSON's winner keeps each model's config.pbtxt under `models`)"
+        )
     winner = study.final.winner if study.final else None
     if study.final is None or winner is None:
         raise InputError(

@@ -23,6 +23,10 @@
         trace: gateway.csv      # timestamp[,class] lines; this class's lines, or all without one
         slo_p99: 50ms           # (no share or rate: the trace's own rate)
 
+Each class may name the model it calls (``model: NAME``, a model of the repository): then every
+class must, and the workload is served by several models on one server, each class sent to its
+own (:attr:`Traffic.routed`). Without ``model:`` every class calls the one model searched.
+
 A class with ``slo_p99`` is *interactive*: it meets its objective when its p99 is within the SLO
 and (unless it may be shed) it lost no more than :data:`MAX_ERROR_RATE` of its requests. A class
 without one is *best effort*: it meets its objective when it is served (rejections allowed if it
@@ -43,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +63,7 @@ from tritontune.yamlfile import read_yaml
 
 CLASS_KEYS = (
     "name",
+    "model",
     "share",
     "rate",
     "batch_size",
@@ -138,6 +143,8 @@ class TrafficClass:
     """The gaps' coefficient of variation (``arrival: gamma`` only)."""
     trace: ArrivalTrace | None = None
     """The recorded arrivals replayed (``arrival: trace`` only)."""
+    model: str | None = None
+    """The model this class calls (``model:``; None: the one model searched)."""
 
     def shape_keys(self) -> dict[str, Any]:
         """The served floor and arrival shape, as both a workload file and a study say them."""
@@ -166,7 +173,10 @@ class TrafficClass:
         return self.slo_p99_s if self.slo_p99_s is not None else self.completion_p99_s
 
     def describe(self) -> str:
-        parts = [self.name, f"batch {self.request.batch_size}"]
+        parts = [
+            self.name + (f" -> {self.model}" if self.model else ""),
+            f"batch {self.request.batch_size}",
+        ]
         if self.request.priority:
             parts.append(f"priority {self.request.priority}")
         if self.slo_p99_s is not None:
@@ -211,6 +221,28 @@ class Traffic:
     def nominal_rate(self) -> float | None:
         """The total rate the file names (its classes' rates), or None for shares."""
         return sum(c.weight for c in self.classes) if self.by_rate else None
+
+    @property
+    def routed(self) -> bool:
+        """Each class names the model it calls (``model:``): several models on one server."""
+        return any(c.model is not None for c in self.classes)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models the classes name, each once, in the file's order (empty: not routed)."""
+        return tuple(dict.fromkeys(c.model for c in self.classes if c.model is not None))
+
+    def routes(self, model: str) -> dict[str, str]:
+        """Class -> the model its requests go to: each class's own, or ``model`` for all."""
+        return {c.name: c.model or model for c in self.classes}
+
+    def served_by(self, model: str) -> Traffic:
+        """The classes that call ``model``, as a workload of their own (their shares of the
+        whole kept as weights): what that model's batch sizes and scheduler are sized for."""
+        classes = tuple(c for c in self.classes if c.model == model)
+        if not classes:
+            raise KeyError(model)
+        return dataclasses.replace(self, classes=classes)
 
     @property
     def priority_levels(self) -> int:
@@ -285,6 +317,8 @@ class Traffic:
                 "objective": str(c.objective),
                 "may_shed": c.may_shed,
             }
+            if c.model is not None:
+                entry["model"] = c.model
             if c.request.priority:
                 entry["priority"] = c.request.priority
             if c.request.timeout_us:
@@ -327,6 +361,8 @@ class Traffic:
                 ("rate" if self.by_rate else "share"): c.weight,
                 "batch_size": c.request.batch_size,
             }
+            if c.model is not None:
+                entry["model"] = c.model
             if c.request.priority:
                 entry["priority"] = c.request.priority
             if c.request.timeout_us:
@@ -383,6 +419,7 @@ def parse_traffic(
     for name in names:
         if names.count(name) > 1:
             raise InputError(f"{where}: classes: the name {name!r} is used twice")
+    _check_models(classes, where)
     by_rate = {class_by_rate for _, class_by_rate in parsed}
     if len(by_rate) > 1:
         raise InputError(
@@ -390,6 +427,30 @@ def parse_traffic(
             "without either), not a mix"
         )
     return Traffic(tuple(classes), by_rate=by_rate.pop())
+
+
+def _check_models(classes: list[TrafficClass], where: str) -> None:
+    """``model:`` on every class or on none: a class without one would have no model to call."""
+    named = [c for c in classes if c.model is not None]
+    if named and len(named) < len(classes):
+        i, missing = next((i, c) for i, c in enumerate(classes) if c.model is None)
+        raise InputError(
+            f"{where}: classes[{i}] ({missing.name}): model: missing; when a class names its "
+            f"model, every class must ({named[0].name} calls {named[0].model!r})"
+        )
+
+
+def check_models(traffic: Traffic, present: Iterable[str], repository: Path) -> None:
+    """Every model a class names is one of ``present`` (the models of ``repository``); else
+    one line naming the workload file, the class and the models there."""
+    models = sorted(present)
+    where = str(traffic.source) if traffic.source else "workload"
+    for i, c in enumerate(traffic.classes):
+        if c.model is not None and c.model not in models:
+            raise InputError(
+                f"{where}: classes[{i}] ({c.name}): model: {c.model!r} is not a model of "
+                f"{repository} (models there: {', '.join(models) or 'none'})"
+            )
 
 
 def _parse_class(
@@ -444,8 +505,11 @@ def _parse_class(
         timeout_us=round(timeout * 1e6) if timeout else 0,
     )
     min_served = _served_floor(entry.get("min_served"), f"{where}: min_served")
+    model = entry.get("model")
+    if model is not None and (not isinstance(model, str) or Path(model).name != model or not model):
+        raise InputError(f"{where}: model: expected a model's name in the repository (got {model!r})")
     traffic_class = TrafficClass(
-        name, weight, request, slo, completion, may_shed, min_served, arrival, cv, trace
+        name, weight, request, slo, completion, may_shed, min_served, arrival, cv, trace, model
     )
     return traffic_class, "share" not in entry
 

@@ -107,6 +107,28 @@ def slo_cost_per_ms(stairs: list[SloCost], slo_s: float) -> float | None:
     return (high.batch_throughput - low.batch_throughput) / span_ms if span_ms > 0 else None
 
 
+def model_lines(capacity: TrafficCapacity) -> list[str]:
+    """For a workload whose classes name their models: each model's work at the capacity, by
+    the classes it serves, and Triton's own statistics of that model over the same span."""
+    best = capacity.best
+    if best is None or not capacity.traffic.routed:
+        return []
+    served = capacity.served_by_class()
+    lines = []
+    for model in capacity.traffic.models:
+        classes = [c.name for c in capacity.traffic.classes if c.model == model]
+        line = f"{model} (serving {', '.join(classes)}): {sum(served[c] for c in classes):,.0f} infer/s"
+        split = best.server.get(model)
+        if split is not None:
+            line += (
+                f"; Triton: {split.requests / best.span_s:,.0f} req/s, avg batch "
+                f"{split.avg_batch_size:.1f}, queue {split.avg_queue_s * 1e3:.2f} ms, compute "
+                f"{split.avg_compute_s * 1e3:.2f} ms per request"
+            )
+        lines.append(line)
+    return lines
+
+
 def summary_lines(capacity: TrafficCapacity, headroom: float = DEFAULT_HEADROOM) -> list[str]:
     """The plan in a few sentences (printed by ``profile --workload``, shown in the report)."""
     lines = []
@@ -116,6 +138,7 @@ def summary_lines(capacity: TrafficCapacity, headroom: float = DEFAULT_HEADROOM)
             f"served at capacity: {capacity.served:,.0f} infer/s in all ({by_class}) at "
             f"{capacity.total_rate:,.0f} req/s offered"
         )
+        lines += model_lines(capacity)
     for c in capacity.traffic.classes:
         if c.objective != ClassObjective.LATENCY:
             continue

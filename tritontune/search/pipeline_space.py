@@ -32,6 +32,7 @@ import optuna
 from tritontune.config.pipeline import Pipeline, PipelineVariant
 from tritontune.config.validate import TargetCapabilities
 from tritontune.errors import InputError
+from tritontune.search.instance_budget import InstanceBudget
 from tritontune.search.space import Choice, Dimension, SearchSpace, default_space
 
 SEPARATOR = "/"
@@ -64,15 +65,40 @@ class PipelineSpace(SearchSpace):
     focus: str | None = None
     """The bottleneck model, searched alone for the first :attr:`focus_trials` trials."""
     focus_trials: int = 0
+    budget: InstanceBudget | None = None
+    """The instances the models share (a group of models on one machine): a point over it is
+    clamped (:mod:`tritontune.search.instance_budget`). None: each model's own range."""
 
     @classmethod
-    def of(cls, parts: Mapping[str, SearchSpace], *, calls: bool = False) -> PipelineSpace:
+    def of(
+        cls,
+        parts: Mapping[str, SearchSpace],
+        *,
+        calls: bool = False,
+        budget: InstanceBudget | None = None,
+    ) -> PipelineSpace:
         dimensions = {
             knob_name(model, name): dimension
             for model, space in parts.items()
             for name, dimension in space.dimensions.items()
         }
-        return cls(dimensions, tuple(parts.items()), calls)
+        return cls(dimensions, tuple(parts.items()), calls, budget=budget)
+
+    def knobs_by_model(self, point: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """A point's knobs, per model (``MODEL/KNOB`` split); every model has an entry."""
+        knobs: dict[str, dict[str, Any]] = {model: {} for model in self.models}
+        for name, value in point.items():
+            model, knob = split_name(name)
+            if model not in knobs:
+                raise InputError(
+                    f"{name!r}: no composing model {model!r} (models: {', '.join(self.models)})"
+                )
+            knobs[model][knob] = value
+        return knobs
+
+    def within_budget(self, variant: PipelineVariant) -> PipelineVariant:
+        """``variant`` clamped to :attr:`budget` (as it is without one)."""
+        return self.budget.clamp(variant) if self.budget is not None else variant
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -99,23 +125,18 @@ class PipelineSpace(SearchSpace):
         return point
 
     def to_variant(self, point: dict[str, Any]) -> PipelineVariant:
-        knobs: dict[str, dict[str, Any]] = {model: {} for model in self.models}
-        for name, value in point.items():
-            model, knob = split_name(name)
-            if model not in knobs:
-                raise InputError(
-                    f"{name!r}: no composing model {model!r} (models: {', '.join(self.models)})"
-                )
-            knobs[model][knob] = value
-        return PipelineVariant(
-            models=tuple((model, space.to_variant(knobs[model])) for model, space in self.parts)
+        knobs = self.knobs_by_model(point)
+        return self.within_budget(
+            PipelineVariant(
+                models=tuple((model, space.to_variant(knobs[model])) for model, space in self.parts)
+            )
         )
 
     def replace(self, name: str, dimension: Dimension | None) -> PipelineSpace:
         model, knob = split_name(name)
         parts = {m: (s.replace(knob, dimension) if m == model else s) for m, s in self.parts}
         return dataclasses.replace(
-            PipelineSpace.of(parts, calls=self.calls),
+            PipelineSpace.of(parts, calls=self.calls, budget=self.budget),
             focus=self.focus,
             focus_trials=self.focus_trials,
         )
@@ -165,3 +186,11 @@ def default_pipeline_space(
             space = space.replace("max_batch_size", Choice(allowed or (ensemble_limit,)))
         parts[model] = space
     return PipelineSpace.of(parts, calls=pipeline.bls)
+
+
+def group_space(parts: Mapping[str, SearchSpace], budget: InstanceBudget) -> PipelineSpace:
+    """The joint space of models served side by side on one machine (a workload whose classes
+    name their models): each model's own space, its instance counts narrowed to what fits the
+    shared ``budget`` beside the others (:meth:`InstanceBudget.narrow`), and points over the budget
+    clamped. No focus: each model serves classes of its own, so none is the others' bottleneck."""
+    return PipelineSpace.of(budget.narrow(parts), budget=budget)

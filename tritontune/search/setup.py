@@ -4,18 +4,22 @@ and the check that a worker's figures may join the study.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import asdict
 
 import optuna
 
+from tritontune.config.variant import Variant
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.measurement import MeasureSettings
-from tritontune.search.pipeline_space import default_pipeline_space
+from tritontune.search.instance_budget import InstanceBudget, instances_of
+from tritontune.search.pipeline_space import PipelineSpace, default_pipeline_space, group_space
 from tritontune.search.sampler import snapping
 from tritontune.search.space import SearchSpace, SpaceSource, apply_space, default_space
 from tritontune.serving.bench import Bench
+from tritontune.serving.group_session import ModelGroupSession
 from tritontune.serving.pipeline_session import PipelineSession
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import RecordedRequestShape, StudyContext
@@ -59,6 +63,13 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
     Precision variants are in it for an ONNX model on a server tritontune launched (a remote
     server can't be given the variant files). A pipeline's is every composing model's
     (:mod:`tritontune.search.pipeline_space`)."""
+    if isinstance(bench, ModelGroupSession):
+        if space_source is not None:
+            raise InputError(
+                f"{space_source.where}: a space for several models is not read yet; each model's "
+                "default space is searched (run without --space)"
+            )
+        return _group_space(bench, slo_p99_s)
     if isinstance(bench, PipelineSession):
         if space_source is not None:
             raise InputError(
@@ -79,6 +90,24 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
         precision_variants=bench.owns_server,
     )
     return apply_space(space_source, defaults) if space_source else defaults
+
+
+def _group_space(bench: ModelGroupSession, slo_p99_s: float) -> PipelineSpace:
+    """Each tuned model's default space (no precision variants), their instances one budget:
+    the machine's, less what the models served with their own configs run."""
+    target = bench.info.capabilities
+    parts = {
+        model: default_space(
+            bench.model_source(model).base_config,
+            target,
+            slo_p99_s=slo_p99_s,
+            batch_dim_dynamic=bench.step_builder(model).batch_dim_dynamic,
+        )
+        for model in bench.tuned_models
+    }
+    own = bench.configs(Variant())
+    reserved = sum(instances_of(own[m]) for m in bench.step_models if m not in bench.tuned_models)
+    return group_space(parts, InstanceBudget.of(target, os.cpu_count() or 1, reserved))
 
 
 def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:

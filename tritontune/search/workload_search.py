@@ -40,13 +40,17 @@ from typing import Any
 import optuna
 
 from tritontune.config.model_config import ModelConfig, config_to_text, copy_config
+from tritontune.config.pipeline import PipelineVariant, describe_configs
 from tritontune.config.variant import Variant, describe_config
+from tritontune.errors import InputError
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Layout, Traffic
 from tritontune.search.final_rounds import interleaved_rounds
+from tritontune.search.instance_budget import instances_of, split_by_demand
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation
+from tritontune.search.pipeline_space import PipelineSpace, knob_name
 from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.traffic_capacity import (
@@ -144,6 +148,31 @@ class WorkloadSearchResult:
         winner = self.winner
         return self.last_capacity.get(winner.label) if winner is not None else None
 
+    def winner_at_capacity(self) -> dict[str, Any] | None:
+        """The winner's last final round at its capacity: each class's work served, and each
+        model's own figures from Triton's statistics of the same span (which class it served,
+        its requests, batches, queue and compute time per request)."""
+        winner, capacity = self.winner, self.winner_capacity()
+        if winner is None or capacity is None or capacity.best is None:
+            return None
+        by_model = {}
+        for model, split in capacity.best.server.items():
+            by_model[model] = {
+                "classes": [c for c, m in winner.routes.items() if m == model],
+                "requests": split.requests,
+                "executions": split.executions,
+                "avg_batch_size": round(split.avg_batch_size, 3),
+                "avg_queue_ms": round(split.avg_queue_s * 1e3, 4),
+                "avg_compute_ms": round(split.avg_compute_s * 1e3, 4),
+            }
+        return {
+            "total_rate_per_s": round(capacity.total_rate, 3),
+            "served_infer_per_s_by_class": {
+                name: round(v, 3) for name, v in capacity.served_by_class().items()
+            },
+            "by_model": by_model,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "study": self.study_name,
@@ -154,11 +183,15 @@ class WorkloadSearchResult:
                     "point": t.params,
                     "knobs": t.knobs,
                     "served_infer_per_s": t.served,
+                    "served_infer_per_s_by_class": (
+                        t.capacity.detail.get("served_infer_per_s_by_class") if t.capacity else None
+                    ),
                     "total_rate_per_s": t.total_rate,
                     "error": t.error,
                 }
                 for t in self.trials
             ],
+            "winner_at_capacity": self.winner_at_capacity(),
             "stopped_early_because": self.stop_reason,
             "trials_this_run": self.trials_this_run,
             "server_restarts": self.restarts,
@@ -175,7 +208,11 @@ class WorkloadSearchProgress:
 
 
 def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
-    """``space`` without batch sizes too small for a class's requests."""
+    """``space`` without batch sizes too small for a class's requests; for several models (a
+    workload whose classes name them), each model's without those too small for its classes."""
+    if isinstance(space, PipelineSpace) and traffic.routed:
+        parts = {m: workload_space(space.part(m), traffic.served_by(m)) for m in space.models}
+        return PipelineSpace.of(parts, budget=space.budget)
     largest = max(c.request.batch_size for c in traffic.classes)
     batch_sizes = space.dimensions.get("max_batch_size")
     if isinstance(batch_sizes, Choice):
@@ -293,7 +330,10 @@ def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]
     """The config a workload point stands for: the space's knobs, then the scheduler's; for the
     endpoint layout, those knobs split into one endpoint per class (an :class:`EndpointSplit`;
     the instance count and intra-op threads split are the point's, else one instance and
-    onnxruntime's default threads), each endpoint with its own knobs where the point has them."""
+    onnxruntime's default threads), each endpoint with its own knobs where the point has them.
+    For several models (:func:`group_variant`), a variant per model."""
+    if isinstance(space, PipelineSpace) and traffic.routed:
+        return group_variant(space, traffic, point)
     knobs, admission = _split_point(point)
     if point_layout(point) == Layout.ENDPOINTS:
         base = space.to_variant(knobs)
@@ -314,6 +354,21 @@ def point_variant(space: SearchSpace, traffic: Traffic, point: Mapping[str, Any]
         space.to_variant(knobs),
         priorities=bool(point.get("priorities", False)),
         admission=admission,
+    )
+
+
+def group_variant(space: PipelineSpace, traffic: Traffic, point: Mapping[str, Any]) -> PipelineVariant:
+    """The configs of a point of several models, each class calling its own: each model's knobs
+    (``MODEL/KNOB``) with the scheduler of the classes it serves (``MODEL/priorities``,
+    ``MODEL/admission``: :func:`point_variant` on that model's part and classes), the models'
+    instances together clamped to the machine's budget (:mod:`.instance_budget`)."""
+    knobs = space.knobs_by_model(point)
+    return space.within_budget(
+        PipelineVariant(
+            models=tuple(
+                (m, point_variant(space.part(m), traffic.served_by(m), knobs[m])) for m in space.models
+            )
+        )
     )
 
 
@@ -382,22 +437,6 @@ def endpoint_variants(
     return out
 
 
-def split_by_demand(units: int, demand: Mapping[str, float]) -> dict[str, int]:
-    """``units`` shared in proportion to ``demand``, at least one each (so more than ``units``
-    only when there are fewer units than names); the remainder goes by largest fraction."""
-    floor = {name: 1 for name in demand}
-    left = units - len(floor)
-    total = sum(demand.values())
-    if left <= 0 or total <= 0:
-        return floor
-    exact = {name: left * d / total for name, d in demand.items()}
-    whole = {name: int(e) for name, e in exact.items()}
-    by_fraction = sorted(demand, key=lambda name: exact[name] - whole[name], reverse=True)
-    for name in by_fraction[: left - sum(whole.values())]:
-        whole[name] += 1
-    return {name: floor[name] + whole[name] for name in demand}
-
-
 @dataclass(frozen=True)
 class TrafficObjective:
     """The workload objective: a config's capacity for the traffic mix (the most work served
@@ -416,18 +455,40 @@ class TrafficObjective:
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
+        if isinstance(self.space, PipelineSpace) and self.traffic.routed:
+            # several models: each gets the scheduler of the classes it serves
+            for model, knobs in self.space.knobs_by_model(point).items():
+                served = self.traffic.served_by(model)
+                point.update(self._scheduler(trial, knobs, served, Layout.SHARED, knob_name(model, "")))
+            return point
         layout = self.layouts[0]
         if len(self.layouts) > 1:
             layout = Layout(trial.suggest_categorical("layout", [str(x) for x in self.layouts]))
         if layout != Layout.SHARED or len(self.layouts) > 1:  # a shared-only study says nothing
             point["layout"] = str(layout)
-        if point.get("dynamic_batching", True) is False:
-            return point  # no scheduler knobs without the dynamic batcher's queue
+        point.update(self._scheduler(trial, point, self.traffic, layout))
+        return point
+
+    def _scheduler(
+        self,
+        trial: optuna.Trial,
+        knobs: Mapping[str, Any],
+        traffic: Traffic,
+        layout: Layout,
+        prefix: str = "",
+    ) -> dict[str, Any]:
+        """The scheduler's knobs for a model serving ``traffic`` with ``knobs`` (names after
+        ``prefix``): none without the dynamic batcher's queue."""
+        point: dict[str, Any] = {}
+        if knobs.get("dynamic_batching", True) is False:
+            return point
         if layout == Layout.ENDPOINTS:
-            point.update(self.endpoint_choices.suggest(trial, self.traffic))
-        if self.traffic.priority_levels and layout == Layout.SHARED:  # an endpoint: one class
-            point["priorities"] = trial.suggest_categorical("priorities", [True, False])
-        point["admission"] = trial.suggest_categorical("admission", list(ADMISSION_CHOICES))
+            point.update(self.endpoint_choices.suggest(trial, traffic))
+        if traffic.priority_levels and layout == Layout.SHARED:  # an endpoint: one class
+            name = prefix + "priorities"
+            point[name] = trial.suggest_categorical(name, [True, False])
+        name = prefix + "admission"
+        point[name] = trial.suggest_categorical(name, list(ADMISSION_CHOICES))
         return point
 
     def variant(self, point: Mapping[str, Any]) -> Variant:
@@ -485,10 +546,21 @@ def searched_layouts(
 ) -> tuple[Layout, ...]:
     """The serving layouts the trials search: both where the settings allow endpoints, the
     server is tritontune's (endpoints are models it adds to the repository) and the workload has
-    several classes; else the shared model only."""
+    several classes; else the shared model only. A workload whose classes name their models has
+    no endpoints to split (each class has its model already): asking for them is refused."""
+    if traffic.routed:
+        if settings.layouts is not None and Layout.ENDPOINTS in settings.layouts:
+            raise InputError(_ROUTED_ENDPOINTS)
+        return (Layout.SHARED,)
     both = settings.endpoints and owns_server and len(traffic.classes) > 1
     layouts = settings.layouts or ((Layout.SHARED, Layout.ENDPOINTS) if both else (Layout.SHARED,))
     return layouts if owns_server else (Layout.SHARED,)
+
+
+_ROUTED_ENDPOINTS = (
+    "--layout endpoints: the classes of this workload name their models, so each class has its "
+    "own model already; the endpoints layout splits one model's classes (leave --layout out)"
+)
 
 
 def run_workload_search(
@@ -622,8 +694,7 @@ def _finalist_entries(
     """The finalists (not yet measured) and what each loads: the top trials, the best one as
     one endpoint per class, and the baseline."""
     space, traffic = objective.space, objective.traffic
-    name = session.source.name
-    everyone = {c.name: name for c in traffic.classes}
+    everyone = traffic.routes(session.source.name)
     entries: list[_Entry] = []
     top = [t for t in trials if t.served][: settings.top]
     for t in top:
@@ -631,10 +702,10 @@ def _finalist_entries(
         if isinstance(variant, EndpointSplit):
             entries.append(_endpoint_entry(session, t.number, dict(variant.split), t.total_rate))
             continue
-        config = session.build(variant)
+        configs = session.configs(variant)
         entries.append(
             _Entry(
-                Finalist(t.number, t.knobs, (), Layout.SHARED, _texts({name: config}), everyone),
+                Finalist(t.number, t.knobs, (), Layout.SHARED, _texts(configs), everyone),
                 variant,
                 t.total_rate,
             )
@@ -645,15 +716,16 @@ def _finalist_entries(
         and point_layout(top[0].params) == Layout.SHARED
         and settings.endpoints
         and session.owns_server
+        and not traffic.routed
     ):
         best = top[0]
         split = shared_split(session, space, traffic, best.params)
         entries.append(_endpoint_entry(session, best.number, split))
     baseline = Variant()
-    config = session.build(baseline)
+    configs = session.configs(baseline)
     entries.append(
         _Entry(
-            Finalist(None, describe_config(config), (), Layout.SHARED, _texts({name: config}), everyone),
+            Finalist(None, describe_configs(configs), (), Layout.SHARED, _texts(configs), everyone),
             baseline,
         )
     )
@@ -668,7 +740,7 @@ def shared_split(
     knobs, admission = _split_point(params)
     variant = space.to_variant(knobs)
     built = bench.build(variant)
-    return endpoint_variants(traffic, variant, _instances(built), admission, _threads(built))
+    return endpoint_variants(traffic, variant, instances_of(built), admission, _threads(built))
 
 
 def finalist_load(
@@ -702,10 +774,6 @@ def _endpoint_entry(
     routes = {role: f"{name}_{role}" for role in split}
     finalist = Finalist(trial, described, (), Layout.ENDPOINTS, _texts(models), routes)
     return _Entry(finalist, split, screened_rate)
-
-
-def _instances(config: ModelConfig) -> int:
-    return sum(group.count or 1 for group in config.instance_group) or 1
 
 
 def _threads(config: ModelConfig) -> int | None:

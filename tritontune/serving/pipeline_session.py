@@ -31,7 +31,7 @@ from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Traffic
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.serving.bench import LoadReceipt
-from tritontune.serving.session import TuningSession
+from tritontune.serving.session import TuningSession, version_targets
 
 _NO_CLASSES = (
     "a pipeline is measured end to end with one class of load; a workload's classes (each its "
@@ -51,10 +51,7 @@ class PipelineSession(TuningSession):
 
     def _linked_directories(self) -> tuple[Path, ...]:
         """Where every composing model's files lead (and the ensemble's, an empty version)."""
-        targets = set(super()._linked_directories())
-        for source in self.pipeline.models:
-            version = source.directory / source.version
-            targets |= {(version / entry.name).resolve().parent for entry in version.iterdir()}
+        targets = set(super()._linked_directories()) | version_targets(self.pipeline.models)
         return tuple(sorted(targets))
 
     # -- facts -----------------------------------------------------------------------------------

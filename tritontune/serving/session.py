@@ -11,7 +11,7 @@ restarts, faults, the log) is the :class:`Server`'s.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,16 @@ from tritontune.server.factory import LaunchSettings
 from tritontune.server.launcher import ServerInfo
 from tritontune.serving.bench import LoadReceipt
 from tritontune.serving.server import Server
+
+
+def version_targets(sources: Iterable[ModelSource]) -> set[Path]:
+    """The directories the files of each source's served version lead to (links resolved):
+    what a server in a container must see at the same paths."""
+    targets: set[Path] = set()
+    for source in sources:
+        version = source.directory / source.version
+        targets |= {(version / entry.name).resolve().parent for entry in version.iterdir()}
+    return targets
 
 
 class TuningSession:
@@ -63,9 +73,7 @@ class TuningSession:
             work_dir=work_dir,
             failure_log=failure_log,
             mounts=self._linked_directories,
-            # ONNX models get their inputs and outputs from the graph (load_model_source); a
-            # model of another backend whose config leaves them to Triton keeps auto-complete.
-            complete_configs=bool(source.base_config.input and source.base_config.output),
+            complete_configs=self._configs_complete(),
         )
         self.served: ServedModel | None = None
         self.precisions: dict[str, PrecisionCheck] = {}
@@ -86,11 +94,15 @@ class TuningSession:
     def _linked_directories(self) -> tuple[Path, ...]:
         """Where the working repository's links lead (the user's model files, the precision
         cache): a container must see them at the same paths."""
-        version = self.source.directory / self.source.version
-        targets = {(version / entry.name).resolve().parent for entry in version.iterdir()}
         cache = precision_cache_dir()
         cache.mkdir(parents=True, exist_ok=True)
-        return tuple(sorted(targets | {cache.resolve()}))
+        return tuple(sorted(version_targets([self.source]) | {cache.resolve()}))
+
+    def _configs_complete(self) -> bool:
+        """Whether the configs come with their inputs and outputs (so Triton's auto-complete is
+        off): ONNX models get them from the graph (load_model_source); a model of another
+        backend whose config leaves them to Triton keeps auto-complete."""
+        return bool(self.source.base_config.input and self.source.base_config.output)
 
     # -- facts -----------------------------------------------------------------------------------
     @property
@@ -354,6 +366,11 @@ class TuningSession:
         return measurement
 
     def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
+        if traffic_class.model is not None:  # a group's class (ModelGroupSession sends those)
+            raise InputError(
+                f"class {traffic_class.name!r} names the model it calls "
+                f"({traffic_class.model!r}); one model's session serves classes without `model:`"
+            )
         if self._endpoints:
             if traffic_class.name not in self._endpoints:
                 raise InputError(

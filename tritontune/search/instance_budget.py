@@ -1,0 +1,133 @@
+"""The instances of one machine, shared by the models served on it together.
+
+A model searched alone may take as many instances as the machine has CPU cores (at least 2), or
+4 per GPU (:func:`~tritontune.search.space.default_space`). Models served side by side share that
+machine: a point whose instances add up to more has them time-slice the same cores, which measures
+contention, not configs. So the models of a group split one budget, the most one model alone
+could have (:class:`InstanceBudget`); a model served with its own config (not tuned) takes its
+own instances out of it first.
+
+**Clamped, not pruned.** A point over the budget is measured as the nearest point within it: the
+budget split in proportion to the instances the point proposed, at least one each
+(:func:`split_by_demand`), and the trial's config records what was measured. Pruning (failing the
+trial unmeasured) would spend a trial of ``--trials`` on each such point and teach the sampler
+nothing (Optuna's TPE leaves failed trials out of its model), so it would go on proposing them;
+a clamped point keeps what it says (how the models split the machine) and is measured. Each
+model's own range is narrowed first to what fits beside one instance of every other model
+(:meth:`InstanceBudget.narrow`), so a point is clamped only when the models together ask too much.
+
+Threads are not budgeted: onnxruntime's ``intra_op_thread_count`` stays each model's own knob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tritontune.config.model_config import ModelConfig
+from tritontune.config.pipeline import PipelineVariant
+from tritontune.config.validate import TargetCapabilities
+from tritontune.enums import TextEnum
+from tritontune.search.space import Choice, Dimension, IntRange, SearchSpace
+
+#: The most instances one model's space has per GPU (``instance_count``'s range on a GPU).
+GPU_INSTANCES = 4
+
+
+class Device(TextEnum):
+    """What the instances of a budget run on."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+def instances_of(config: ModelConfig) -> int:
+    """The instances ``config`` runs (its instance groups' counts, one where a group says none)."""
+    return sum(group.count or 1 for group in config.instance_group) or 1
+
+
+def split_by_demand(units: int, demand: Mapping[str, float]) -> dict[str, int]:
+    """``units`` shared in proportion to ``demand``, at least one each (so more than ``units``
+    only when there are fewer units than names); the remainder goes by largest fraction."""
+    floor = {name: 1 for name in demand}
+    left = units - len(floor)
+    total = sum(demand.values())
+    if left <= 0 or total <= 0:
+        return floor
+    exact = {name: left * d / total for name, d in demand.items()}
+    whole = {name: int(e) for name, e in exact.items()}
+    by_fraction = sorted(demand, key=lambda name: exact[name] - whole[name], reverse=True)
+    for name in by_fraction[: left - sum(whole.values())]:
+        whole[name] += 1
+    return {name: floor[name] + whole[name] for name in demand}
+
+
+@dataclass(frozen=True)
+class InstanceBudget:
+    """The instances the tuned models of a group may have in all (see the module docstring)."""
+
+    limit: int
+    """Instances in all: the machine's CPU cores (at least 2), or per GPU on GPUs (Triton's
+    ``count`` of a GPU instance group is per device, so the sum of counts is what each GPU runs)."""
+    device: Device = Device.CPU
+    reserved: int = 0
+    """Instances of the models served with their own configs (not tuned): taken out first."""
+
+    @classmethod
+    def of(cls, target: TargetCapabilities, cpu_count: int, reserved: int = 0) -> InstanceBudget:
+        if target.gpu_count > 0:
+            return cls(GPU_INSTANCES, Device.GPU, reserved)
+        return cls(max(2, cpu_count), Device.CPU, reserved)
+
+    @property
+    def available(self) -> int:
+        """What the tuned models share (at least one instance each is always allowed)."""
+        return max(self.limit - self.reserved, 1)
+
+    def describe(self) -> str:
+        where = f"{self.limit} CPU cores" if self.device == Device.CPU else f"{self.limit} per GPU"
+        kept = f", {self.reserved} of them the untuned models' own" if self.reserved else ""
+        return f"{self.available} instances in all ({where}{kept})"
+
+    def narrow(self, parts: Mapping[str, SearchSpace]) -> dict[str, SearchSpace]:
+        """Each model's ``instance_count`` range capped at what fits beside one instance of every
+        other model."""
+        cap = max(self.available - (len(parts) - 1), 1)
+        narrowed = {}
+        for model, space in parts.items():
+            count = space.dimensions.get("instance_count")
+            capped = _capped(count, cap) if count is not None else None
+            narrowed[model] = space.replace("instance_count", capped) if capped else space
+        return narrowed
+
+    def clamp(self, variant: PipelineVariant) -> PipelineVariant:
+        """``variant`` within the budget: unchanged when its instances fit, else the budget split
+        by the instances it proposed (a model whose variant leaves its instances to its own
+        config keeps them and counts one)."""
+        counts = {m: v.instance_count for m, v in variant.models if v.instance_count is not None}
+        fixed = len(variant.models) - len(counts)
+        units = self.available - fixed
+        if sum(counts.values()) <= units:
+            return variant
+        shares = split_by_demand(units, counts)
+        return PipelineVariant(
+            models=tuple(
+                (m, dataclasses.replace(v, instance_count=shares[m]) if m in shares else v)
+                for m, v in variant.models
+            )
+        )
+
+    def total(self, variant: PipelineVariant) -> int:
+        """The instances ``variant`` sets in all (a model left to its own config counts one)."""
+        return sum(v.instance_count or 1 for _, v in variant.models)
+
+
+def _capped(dimension: Dimension, cap: int) -> Dimension | None:
+    """``dimension`` (an instance count) without values above ``cap``; None when unchanged."""
+    if isinstance(dimension, IntRange) and dimension.high > cap:
+        return IntRange(min(dimension.low, cap), cap)
+    if isinstance(dimension, Choice) and any(int(v) > cap for v in dimension.values):
+        kept = tuple(v for v in dimension.values if int(v) <= cap)
+        return Choice(kept or (min(dimension.values),))
+    return None
