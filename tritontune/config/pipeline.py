@@ -77,6 +77,17 @@ class PipelineVariant(Variant):
         return {model: variant.to_dict() for model, variant in self.models if variant.to_dict()}
 
 
+def per_model(variant: Variant, owner: str, models: Iterable[str]) -> PipelineVariant:
+    """``variant`` as one variant per model, for ``owner`` (a pipeline, a group of models) whose
+    knobs are its models': a plain, empty ``Variant`` is every model's own config (the
+    baseline); a plain variant that sets knobs is refused (which model would they be for?)."""
+    if isinstance(variant, PipelineVariant):
+        return variant
+    if variant != Variant():
+        raise ConfigError(f"{owner}: its knobs are its models' ({', '.join(models)}), set per model")
+    return PipelineVariant()
+
+
 @dataclass(frozen=True)
 class PipelineStep:
     """One step of an ensemble: a composing model and how its tensors map to the ensemble's."""

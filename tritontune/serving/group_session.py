@@ -28,7 +28,7 @@ from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig
-from tritontune.config.pipeline import PipelineVariant, is_pipeline
+from tritontune.config.pipeline import is_pipeline, per_model
 from tritontune.config.repository import ModelSource, ServedModel, load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
@@ -117,14 +117,8 @@ class ModelGroupSession(TuningSession):
     def configs(self, variant: Variant) -> dict[str, ModelConfig]:
         """Every served model's validated config for ``variant`` (a model it does not name keeps
         its own); a plain, empty ``Variant`` is every model's own config (the baseline)."""
-        if not isinstance(variant, PipelineVariant):
-            if variant != Variant():
-                raise ConfigError(
-                    f"{self.name!r} is a group of models: its knobs are set per model "
-                    f"({', '.join(self.tuned_models)})"
-                )
-            variant = PipelineVariant()
-        return {model: self.step_builder(model).build(variant.of(model)) for model in self.step_models}
+        per = per_model(variant, f"{self.name!r} is a group of models", self.step_models)
+        return {model: self.step_builder(model).build(per.of(model)) for model in self.step_models}
 
     def load(self, variant: Variant) -> LoadReceipt:
         """Reload every model with its config (in any order: no model depends on another)."""

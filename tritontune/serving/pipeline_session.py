@@ -22,10 +22,10 @@ from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
-from tritontune.config.pipeline import Pipeline, PipelineVariant, load_bls_pipeline, load_pipeline
+from tritontune.config.pipeline import Pipeline, load_bls_pipeline, load_pipeline, per_model
 from tritontune.config.repository import ModelSource, ServedModel
 from tritontune.config.variant import Variant
-from tritontune.errors import ConfigError, InputError
+from tritontune.errors import InputError
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Traffic
@@ -98,14 +98,8 @@ class PipelineSession(TuningSession):
     def configs(self, variant: Variant) -> dict[str, ModelConfig]:
         """Each tuned model's validated config for ``variant``; a plain, empty ``Variant`` is
         every model's own config."""
-        if not isinstance(variant, PipelineVariant):
-            if variant != Variant():
-                raise ConfigError(
-                    f"{self.name!r} is a pipeline: its knobs are its models' "
-                    f"({', '.join(self.step_models)}), set per model"
-                )
-            variant = PipelineVariant()
-        return {model: self.step_builder(model).build(variant.of(model)) for model in self.step_models}
+        per = per_model(variant, f"{self.name!r} is a pipeline", self.step_models)
+        return {model: self.step_builder(model).build(per.of(model)) for model in self.step_models}
 
     def load(self, variant: Variant) -> LoadReceipt:
         """Reload every composing model with its config, then the entry (Triton checks an
