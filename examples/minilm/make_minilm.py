@@ -28,6 +28,7 @@ import inspect
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -307,13 +308,15 @@ def build(out: Path, inputs: Path, *, force: bool = False) -> Path:
     return model_file
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=HERE / "model_repository")
-    parser.add_argument("--inputs", type=Path, default=HERE / "inputs.json")
+def main(builder: Callable[..., object] = build, doc: str = __doc__, here: Path = HERE) -> None:
+    """The command line of an example's build script (this one's, and the pipeline example's):
+    ``--out``, ``--inputs``, ``--force``, defaults beside the script."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=here / "model_repository")
+    parser.add_argument("--inputs", type=Path, default=here / "inputs.json")
     parser.add_argument("--force", action="store_true", help="rebuild what exists")
     args = parser.parse_args()
-    build(args.out, args.inputs, force=args.force)
+    builder(args.out, args.inputs, force=args.force)
 
 
 if __name__ == "__main__":

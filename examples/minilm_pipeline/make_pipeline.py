@@ -33,7 +33,6 @@ Outputs (rebuilt only when missing; ``--force`` rebuilds):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -168,12 +167,7 @@ def build(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=HERE / "model_repository")
-    parser.add_argument("--inputs", type=Path, default=HERE / "inputs.json")
-    parser.add_argument("--force", action="store_true", help="rebuild what exists")
-    args = parser.parse_args()
-    build(args.out, args.inputs, force=args.force)
+    make_minilm.main(build, __doc__, HERE)
 
 
 if __name__ == "__main__":
