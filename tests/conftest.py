@@ -334,3 +334,55 @@ def bls_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     with open_session(repository, BLS, composing=STEPS, settings=fast) as session:
         result = run_search(session, space_for(session, settings.slo_p99_s), settings)
     return PipelineStudy(repository, str(settings.storage), "chain", settings.slo_p99_s, result)
+
+
+@dataclass(frozen=True)
+class GroupStudy:
+    """A finished real search of two models on one server (``tests/groups.py``)."""
+
+    repository: Path
+    storage: str
+    name: str
+    traffic: Any
+    """The workload (``Traffic``) searched."""
+    budget: Any
+    """The ``InstanceBudget`` the models shared."""
+    result: Any
+    """The ``WorkloadSearchResult``, as ``run_workload_search`` returned it."""
+    orphaned_stubs: list[str]
+    """Python backend stubs its servers left behind (none, when they were reaped)."""
+
+
+@pytest.fixture(scope="session")
+def group_study(tmp_path_factory: pytest.TempPathFactory, example_repository: Path) -> GroupStudy:
+    """One real search of two copies of the example MLP on one server, each class of the
+    workload sent to its own (2 trials, one final round), shared by the group tests of search,
+    export and check (read only). Its servers keep their files under a directory of its own
+    (as :func:`own_servers` does for a test), to look for stubs they left behind."""
+    from tests.groups import FAST, MODEL_SPACE, WORKLOAD, two_model_repository
+    from tritontune.config.validate import TargetCapabilities
+    from tritontune.measure.traffic import read_traffic
+    from tritontune.search.instance_budget import InstanceBudget
+    from tritontune.search.pipeline_space import group_space
+    from tritontune.search.workload_search import WorkloadSearchSettings, run_workload_search
+    from tritontune.serving.group_session import open_group_session
+
+    root = tmp_path_factory.mktemp("group")
+    repository = two_model_repository(root, example_repository)
+    (root / "two.yaml").write_text(WORKLOAD)
+    traffic = read_traffic(root / "two.yaml")
+    budget = InstanceBudget.of(TargetCapabilities(), os.cpu_count() or 1)
+    space = group_space({"mlp_a": MODEL_SPACE, "mlp_b": MODEL_SPACE}, budget)
+    settings = WorkloadSearchSettings(
+        trials=2, seed=3, storage=f"sqlite:///{root / 'g.db'}", study_name="g",
+        start_rate=400.0, max_rate=800.0, top=1, rounds=1, measure=FAST,
+    )  # fmt: skip
+    servers = root / "servers"
+    servers.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(servers))
+        patch.setattr(tempfile, "tempdir", str(servers))
+        with open_group_session(repository, traffic, settings=FAST) as session:
+            result = run_workload_search(session, space, traffic, settings)
+        orphans = orphaned_stubs(servers)
+    return GroupStudy(repository, str(settings.storage), "g", traffic, budget, result, orphans)

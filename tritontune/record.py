@@ -518,10 +518,15 @@ _WORKLOAD_SCHEMA: dict[str, Any] = {
 @dataclass(frozen=True)
 class WorkloadRecord:
     """The record of a model tuned for a workload (``search --workload``): the workload file
-    beside it, how the classes are served (``routes``: class -> model; several models for the
-    endpoint layout, each with this record), and the capacity the final rounds measured, once
-    per round: the total rate offered (what ``check`` sends a share of) and the inferences served
-    there with every class meeting its objective (what the rounds ranked by)."""
+    beside it, how the classes are served (``routes``: class -> model), and the capacity the
+    final rounds measured, once per round: the total rate offered (what ``check`` sends a share
+    of) and the inferences served there with every class meeting its objective (what the rounds
+    ranked by).
+
+    Several models serve a workload in the endpoint layout (one per class) and when its classes
+    name their models (a group on one server): each model has this record, the same but for
+    its own ``model``, ``knobs``, ``config_sha256`` and ``model_files``, and the ``routes`` name
+    the whole group (why a record per model: :mod:`tritontune.export.workload`)."""
 
     model: str
     workload_file: str

@@ -19,8 +19,6 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import PIPELINE_KNOBS, Variant
 from tritontune.errors import InputError
-from tritontune.export.single_class import Endpoint
-from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout, parse_traffic, read_traffic
 from tritontune.search.instance_budget import Device, InstanceBudget
 from tritontune.search.pipeline_space import group_space
@@ -247,12 +245,3 @@ def test_a_model_tuned_alone_is_measured_beside_the_others_own_config(session):
     winner = result.winner
     assert winner is not None and set(winner.models) == {"mlp_a", "mlp_b"}
     assert winner.models["mlp_b"] == result.baseline.models["mlp_b"]  # its own config, as it is
-
-
-def test_a_study_of_several_models_is_not_exported_yet(session, tmp_path: Path):
-    """Export writes one model's files; until it writes each model's, it refuses (rather than
-    give every model the first one's files)."""
-    url = f"sqlite:///{tmp_path / 'g.db'}"
-    run_workload_search(session, SPACE, TRAFFIC, settings(trials=2, rounds=1, storage=url))
-    with pytest.raises(InputError, match=r"^study 'g': its classes name their models \(mlp_a, mlp_b\)"):
-        export_studies([Endpoint("g")], url, tmp_path / "out")

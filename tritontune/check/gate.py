@@ -8,10 +8,13 @@
    and fails when p99 is over the SLO, throughput fell more than the tolerance below the record
    (below the lowest of the playoff's rounds, for records that have them), or requests failed.
 4. Models tuned for a workload (``search --workload``; a workload record and the workload file
-   beside the config) are checked together, as they serve it: one shared model, or one model
-   per class with each class sent to its own. The workload is sent again, every class at once,
-   at the lowest capacity the search's final rounds measured less the tolerance, and each class
-   must meet its objective (p99 bound, failures, keeping up) in most rounds.
+   beside the config) are checked together, as they serve it: one shared model, one model per
+   class with each class sent to its own, or several models whose classes name them (``model:``
+   in the workload file), one server serving every model with its exported config and each
+   class sent to its model. The workload is sent again, every class at once, at the lowest
+   capacity the search's final rounds measured less the tolerance, and each class must meet its
+   objective (p99 bound, failures, keeping up) in most rounds. No model of a workload is
+   checked alone.
 5. A pipeline (an ensemble whose record has a ``pipeline`` section) is checked end to end, as it
    was tuned: every composing model is served with its exported config, then the ensemble, and
    the ensemble is measured against its record, each round also reading where a request's time
@@ -63,6 +66,7 @@ from tritontune.record import (
 from tritontune.server.factory import LaunchSettings
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
+from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
 from tritontune.serving.session import TuningSession, open_session
 from tritontune.study.figures import StepFigure
 
@@ -165,6 +169,13 @@ class WorkloadCheck:
     def passed(self) -> bool:
         return not self.problems and all(c.passed for c in self.criteria)
 
+    @property
+    def serving(self) -> str:
+        """How the models serve the workload, in words (the reports say it)."""
+        if self.record.layout == Layout.SHARED and len(self.record.models) > 1:
+            return "several models on one server"
+        return f"{self.record.layout} layout"
+
     def class_p99s(self, name: str) -> list[float]:
         return [m.figures(name).latency.p99 for m in self.rounds if m.figures(name).latency.count]
 
@@ -194,6 +205,8 @@ class _Model:
     problem: str | None
     workload: WorkloadRecord | None = None
     """The record of a model tuned for a workload (``record`` is then None)."""
+    traffic: Traffic | None = None
+    """The workload file beside :attr:`workload`, read."""
     part_of: str | None = None
     """The pipeline whose record lists this model: checked in it, end to end, never alone."""
     composing: tuple[_Model, ...] = ()
@@ -235,7 +248,8 @@ def find_models(repository: Path) -> list[_Model]:
         except TritonTuneError as err:
             source, problem = None, str(err)
         if isinstance(record, WorkloadRecord):
-            models.append(_Model(directory.name, directory, source, None, problem, record))
+            traffic = read_traffic(directory / record.workload_file)
+            models.append(_Model(directory.name, directory, source, None, problem, record, traffic))
         else:
             models.append(_Model(directory.name, directory, source, record, problem))
     _check_routes(models)
@@ -249,22 +263,41 @@ def find_models(repository: Path) -> list[_Model]:
 
 
 def _check_routes(models: list[_Model]) -> None:
-    """Every model a workload record routes a class to is in the repository, tuned for the same
-    workload."""
+    """Every model a workload record routes a class to is in the repository, exported with the
+    same workload: a model directory holds one config, so a model that two workloads route to
+    (two groups of models exported into one repository) is refused, as is a shared model's
+    record whose routes are not what the classes of its workload file name."""
     by_name = {m.name: m for m in models}
     for model in models:
         if model.workload is None:
             continue
+        record = model.directory / RECORD_FILE
         for traffic_class, target in model.workload.routes.items():
             other = by_name.get(target)
-            where = f"{model.directory / RECORD_FILE}: workload.routes.{traffic_class}"
+            where = f"{record}: workload.routes.{traffic_class}"
             if other is None:
                 raise InputError(f"{where}: model {target!r} is not in the repository")
-            if other.workload is None or other.workload.routes != model.workload.routes:
+            if other.workload is None:
                 raise InputError(
-                    f"{where}: model {target!r} was not exported with this workload (its record "
-                    "routes the classes otherwise)"
+                    f"{where}: model {target!r} has no workload record (it was not exported "
+                    "with this workload)"
                 )
+            if other.workload.routes != model.workload.routes:
+                raise InputError(
+                    f"{where}: model {target!r} is exported with another workload (its record "
+                    f"routes {_routes_text(other.workload.routes)}); a directory holds one "
+                    "config: export each workload into a repository of its own"
+                )
+        named = model.traffic.routes(model.name) if model.traffic else model.workload.routes
+        if model.workload.layout == Layout.SHARED and named != model.workload.routes:
+            raise InputError(
+                f"{record}: workload.routes: {_routes_text(model.workload.routes)} is not what the "
+                f"classes of {model.workload.workload_file} call ({_routes_text(named)})"
+            )
+
+
+def _routes_text(routes: dict[str, str]) -> str:
+    return ", ".join(f"{c} -> {m}" for c, m in routes.items())
 
 
 def _with_pipelines(models: list[_Model]) -> list[_Model]:
@@ -411,31 +444,33 @@ def _check_on_server(
         dynamic_dim=record.load.dynamic_dim if record else 16,
         input_data=input_data if input_data.is_file() else None,
     )
-    with _checking_session(source, check, settings, shape, settings.measure) as session:
+    pipeline = record.pipeline if record is not None else None
+    # A BLS model's calls are in its code: its record names them, as the search was told.
+    composing = pipeline.names if pipeline is not None and pipeline.bls else ()
+    opened = partial(open_session, source.directory.parent, source.name, composing=composing)
+    with _checking_session(opened, source.name, check, settings, shape, settings.measure) as session:
         _check_loaded(session, check, report, record, settings, on_round)
 
 
 @contextmanager
 def _checking_session(
-    source: ModelSource,
+    open_bench: Callable[..., TuningSession],
+    log_name: str,
     check: ModelCheck | WorkloadCheck,
     settings: CheckSettings,
     shape: RequestShape | None,
     measure: MeasureSettings,
 ) -> Iterator[TuningSession]:
-    """A server for one check (for an ensemble, its composing models too); its log is kept
-    (beside the JUnit file) when the check failed, and where it was kept is said in the check."""
-    pipeline = check.record.pipeline if isinstance(check, ModelCheck) and check.record else None
-    session = open_session(
-        source.directory.parent,
-        source.name,
-        # A BLS model's calls are in its code: its record names them, as the search was told.
-        composing=pipeline.names if pipeline is not None and pipeline.bls else (),
+    """A server for one check, opened by ``open_bench`` (a session of one model, of a pipeline,
+    or of a group of models) with the check's options; its log is kept (beside the JUnit file,
+    as ``check-<log_name>.tritonserver.log``) when the check failed, and where it was kept is
+    said in the check."""
+    session = open_bench(
         launch=settings.launch,
         load=settings.load,
         request_shape=shape,
         settings=measure,
-        failure_log=settings.failure_log_dir / f"check-{source.name}.tritonserver.log"
+        failure_log=settings.failure_log_dir / f"check-{log_name}.tritonserver.log"
         if settings.failure_log_dir is not None
         else None,
     )
@@ -563,15 +598,23 @@ def _check_workload(group: list[_Model], report: CheckReport, settings: CheckSet
     if broken:
         check.problems += broken
         return check
-    check.traffic = read_traffic(first.directory / record.workload_file)
+    traffic = check.traffic = first.traffic
+    assert traffic is not None  # read with the record (find_models)
     check.rate = record.reference_rate * (1 - settings.tolerance)
     source = first.source
     assert source is not None  # checked above: every source was read
+    repository = first.directory.parent
+    opened: Callable[..., TuningSession]
+    if traffic.routed:  # several models, each class calling its own: one server for them all
+        opened = partial(open_group_session, repository, traffic)
+        log_name = GROUP_SEPARATOR.join(traffic.models)
+    else:
+        opened, log_name = partial(open_session, repository, source.name), source.name
     try:
         # --window applies to a workload's rounds too (its warm-up and the answers each window
         # waits for are the workload's own)
         measure = replace(WORKLOAD_CHECK_MEASURE, window_s=settings.measure.window_s)
-        with _checking_session(source, check, settings, None, measure) as session:
+        with _checking_session(opened, log_name, check, settings, None, measure) as session:
             report.server_version = session.info.version
             _measure_workload(session, group, check, settings)
     finally:
@@ -590,7 +633,7 @@ def _measure_workload(
         if record.layout == Layout.ENDPOINTS:
             session.load_routes({c: sources[m] for c, m in record.routes.items()})
         else:
-            session.load(Variant())  # config.pbtxt as exported
+            session.load(Variant())  # config.pbtxt as exported (a group's: every model's)
     except TritonTuneError as err:
         check.problems.append(str(err))
         return

@@ -123,7 +123,7 @@ throughput may fall {{ "%.0f" % (report.tolerance * 100) }} % below its record
 {% endfor %}
 {% for w in report.workloads %}
 
-**{{ w.name }}** (tuned for a workload, {{ w.record.layout }} layout): \
+**{{ w.name }}** (tuned for a workload, {{ w.serving }}): \
 {{ "pass" if w.passed else "**FAIL**" }} at {{ "{:,.0f}".format(w.rate) }} req/s in all
 {% for p in w.problems %}
 - problem: {{ p }}

@@ -147,6 +147,11 @@ def _print_workload_export(result: ExportResult) -> None:
     console.print(table)
     record = result.models[0].record
     assert isinstance(record, WorkloadRecord)
+    routes = "; ".join(f"{c} -> {m}" for c, m in record.routes.items())
     if record.layout == Layout.ENDPOINTS:
-        routes = "; ".join(f"{c} -> {m}" for c, m in record.routes.items())
         console.print(f"routing (client side): {routes}", highlight=False)
+    elif len(record.models) > 1:  # a group: the classes name their models in the workload file
+        console.print(
+            f"one server serves them all, each class calling its own model: {routes}",
+            highlight=False,
+        )

@@ -37,7 +37,7 @@ from tritontune.config.pipeline import (
 from tritontune.config.repository import ModelSource
 from tritontune.config.variant import PIPELINE_KNOBS, describe_config
 from tritontune.errors import InputError
-from tritontune.export.staging import copy_files, model_files, refuse_changed
+from tritontune.export.staging import copy_files, model_files, refuse_changed_models
 from tritontune.record import ComposingModel, PipelineRecord, RecordedStep
 from tritontune.study.figures import OperatingPoint, StepFigure
 from tritontune.study.records import StudyRecord, TrialResult
@@ -81,20 +81,14 @@ def measured_pipeline(
     now: dict[str, dict[str, str]] = {}
     for source in pipeline.models:  # a model whose steps run two versions: both
         now.setdefault(source.name, {}).update(source.file_digests())
-    measured = study.context.step_model_files
-    if measured is None:
-        warnings.append(
-            f"study {study.name!r} did not record its composing models' files (an older "
-            "tritontune): they are exported as they are now, unchecked against what was measured"
-        )
-    else:
-        for model, digests in now.items():
-            if model not in measured:
-                raise InputError(
-                    f"{ensemble.directory / 'config.pbtxt'}: the ensemble runs model {model!r}, "
-                    f"which study {study.name!r} did not measure (search again)"
-                )
-            refuse_changed(study.name, ensemble.directory.parent / model, measured[model], digests)
+    refuse_changed_models(
+        study.name,
+        ensemble.directory.parent,
+        study.context.step_model_files,
+        now,
+        warnings,
+        what="composing models",
+    )
     return MeasuredPipeline(pipeline, now)
 
 

@@ -94,17 +94,22 @@ def measured_source(
 ) -> tuple[ModelSource, dict[str, str]]:
     """The user's model, checked to be the very files the search measured, and their digests
     (hashed once here: a model can be gigabytes)."""
+    source = load_model_source(measured_repository(study, context, model_repository), model)
+    now = source.file_digests()
+    if context.model_files is not None:
+        refuse_changed(study, source.directory, context.model_files, now)
+    return source, now
+
+
+def measured_repository(study: str, context: StudyContext, model_repository: Path | None) -> Path:
+    """Where the study's models are: ``--model-repository``, else where the search found them."""
     repository = model_repository or context.model_repository
     if not repository:
         raise InputError(
             f"study {study!r} does not say where its model repository is "
             "(made by an older tritontune); pass --model-repository DIR"
         )
-    source = load_model_source(Path(repository), model)
-    now = source.file_digests()
-    if context.model_files is not None:
-        refuse_changed(study, source.directory, context.model_files, now)
-    return source, now
+    return Path(repository)
 
 
 def refuse_changed(study: str, directory: Path, measured: dict[str, str], now: dict[str, str]) -> None:
@@ -117,6 +122,34 @@ def refuse_changed(study: str, directory: Path, measured: dict[str, str], now: d
             "figures would not be true of these files (search again, or point "
             "--model-repository at the measured files)"
         )
+
+
+def refuse_changed_models(
+    study: str,
+    repository: Path,
+    measured: Mapping[str, dict[str, str]] | None,
+    now: Mapping[str, dict[str, str]],
+    warnings: list[str],
+    *,
+    what: str,
+) -> None:
+    """:func:`refuse_changed` for each model of ``now`` (model -> its digests), against the
+    study's ``step_model_files`` (``measured``): a pipeline's composing models, a group's models
+    (``what`` names them). A model the study did not measure is refused; a study made before
+    they were recorded is exported with a warning that they could not be checked."""
+    if measured is None:
+        warnings.append(
+            f"study {study!r} did not record its {what}' files (an older tritontune): they are "
+            "exported as they are now, unchecked against what was measured"
+        )
+        return
+    for model, digests in now.items():
+        if model not in measured:
+            raise InputError(
+                f"{repository / model}: study {study!r} did not measure model {model!r} (its "
+                f"{what}: {', '.join(measured)}); search again"
+            )
+        refuse_changed(study, repository / model, measured[model], digests)
 
 
 def check_output(out: Path, names: list[str], force: bool) -> None:

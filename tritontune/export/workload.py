@@ -1,9 +1,21 @@
 """Export of a workload study (``search --workload``): the winner of its final rounds.
 
-One model (the shared layout) or one per class (``NAME_<class>``), each with its config, a copy
-of the model files that were measured, the workload file (``tritontune.workload.yaml``, with
-copies of the classes' request data and arrival traces) and a workload record that ``check``
-reads to send the same workload again.
+One model (the shared layout), one per class (``NAME_<class>``, the endpoint layout), or, for a
+workload whose classes name their models (several models on one server), every model the
+winner serves: each directory holds its config, a copy of that model's files as measured, the
+workload file (``tritontune.workload.yaml``, with copies of the classes' request data and arrival
+traces) and a workload record that ``check`` reads to send the same workload again.
+
+**A record per model, each naming the whole group.** A group's models get one record each, with
+the same figures and the same ``routes`` (class -> model), rather than one record in the first
+model's directory listing the others (as a pipeline's does), because that is the shape the
+endpoint layout already exports and ``check`` already reads: the routes name every model of the
+workload, so ``check`` gathers them and sends the workload to all of them at once, and each
+model's own directory keeps the digests of its own config and files, in the fields ``check``
+compares to say which model was edited since export. A pipeline needs one record because only
+its entry model is ever called; a group has no entry, and no model of it is the one to hold the
+others' facts. An older tritontune reading such a record does not check it wrongly: its
+single-model session refuses classes that name their model.
 """
 
 from __future__ import annotations
@@ -14,6 +26,8 @@ from pathlib import Path
 import yaml
 
 from tritontune.config.model_config import config_digest, parse_config_text, write_config
+from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.config.variant import describe_config
 from tritontune.errors import InputError
 from tritontune.export import staging
 from tritontune.measure.traffic import Layout
@@ -31,33 +45,14 @@ def export_workload(
     force: bool = False,
 ) -> staging.ExportResult:
     """Export the winner of a workload study's final rounds (see the module docstring)."""
-    if study.traffic.routed:  # the files of one model would be written for every model
-        raise InputError(
-            f"study {study.name!r}: its classes name their models "
-            f"({', '.join(study.traffic.models)}); exporting several models is not done yet (the "
-            "results JSON's winner keeps each model's config.pbtxt under `models`)"
-        )
-    winner = study.final.winner if study.final else None
-    if study.final is None or winner is None:
-        raise InputError(
-            f"study {study.name!r} has no final rounds yet (the search was stopped before them); "
-            "run the same search again to finish it"
-        )
-    if not winner.models or not winner.routes:
-        raise InputError(
-            f"study {study.name!r} was made by an older tritontune (its winner keeps no configs); "
-            "search again to export it"
-        )
-    if winner.trial is None:
-        raise InputError(
-            f"study {study.name!r}: the model's own config won the final rounds; there is no "
-            "tuned config to export"
-        )
-    baseline = study.final.baseline
-    source, digests = staging.measured_source(study.name, study.model, study.context, model_repository)
+    winner = _exported_winner(study)
+    baseline = study.final.baseline if study.final else None
+    result = staging.ExportResult(out=Path(out))
+    sources = _measured_sources(study, winner, model_repository, result.warnings)
     traffic = study.traffic
 
     def write(name: str, staged: Path) -> WorkloadRecord:
+        source, digests = sources[name]
         config = parse_config_text(winner.models[name], source=f"study {study.name!r}, model {name}")
         config.name = name
         staging.copy_files(staging.model_files(source), staged)
@@ -82,7 +77,8 @@ def export_workload(
             capacity_rounds=winner.rates,
             served_rounds=winner.served,
             baseline_rounds=baseline.rates if baseline else (),
-            knobs=_endpoint_knobs(winner, name),
+            # a group's model: its own knobs (the winner's are every model's, by model)
+            knobs=describe_config(config) if traffic.routed else _endpoint_knobs(winner, name),
             config_sha256=config_digest(config),
             model_files=dict(digests),
             **staging.measured_on(study.context),
@@ -96,9 +92,49 @@ def export_workload(
         write_record(record, staged)
         return record
 
-    return staging.write_models(
-        Path(out), list(winner.models), force, write, staging.ExportResult(out=Path(out))
+    return staging.write_models(Path(out), list(winner.models), force, write, result)
+
+
+def _exported_winner(study: WorkloadStudyRecord) -> Finalist:
+    """The winner of the final rounds, refused when there is no tuned config of it to write."""
+    winner = study.final.winner if study.final else None
+    if study.final is None or winner is None:
+        raise InputError(
+            f"study {study.name!r} has no final rounds yet (the search was stopped before them); "
+            "run the same search again to finish it"
+        )
+    if not winner.models or not winner.routes:
+        raise InputError(
+            f"study {study.name!r} was made by an older tritontune (its winner keeps no configs); "
+            "search again to export it"
+        )
+    if winner.trial is None:
+        raise InputError(
+            f"study {study.name!r}: the model's own config won the final rounds; there is no "
+            "tuned config to export"
+        )
+    return winner
+
+
+def _measured_sources(
+    study: WorkloadStudyRecord,
+    winner: Finalist,
+    model_repository: Path | None,
+    warnings: list[str],
+) -> dict[str, tuple[ModelSource, dict[str, str]]]:
+    """Each model the winner serves -> the user's model whose files it copies (checked to be the
+    files the search measured) and their digests: a group's models each their own (the
+    context's ``step_model_files``); every endpoint, the one model's."""
+    if not study.traffic.routed:
+        measured = staging.measured_source(study.name, study.model, study.context, model_repository)
+        return {name: measured for name in winner.models}
+    repository = staging.measured_repository(study.name, study.context, model_repository)
+    sources = {name: load_model_source(repository, name) for name in winner.models}
+    now = {name: source.file_digests() for name, source in sources.items()}
+    staging.refuse_changed_models(
+        study.name, repository, study.context.step_model_files, now, warnings, what="models"
     )
+    return {name: (sources[name], now[name]) for name in sources}
 
 
 def _endpoint_knobs(winner: Finalist, model: str) -> dict:

@@ -136,11 +136,17 @@ def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:
 
 
 def _step_model_files(bench: Bench) -> dict[str, dict[str, str]] | None:
-    """A pipeline's composing models' files as measured (``export`` refuses them changed)."""
-    if not isinstance(bench, PipelineSession):
+    """The files of every model a pipeline or a group serves, as measured, by model: ``export``
+    writes each model's own files and refuses them changed (the context's ``model_files`` are
+    the one model's that names the study: a group's first tuned model only)."""
+    if isinstance(bench, ModelGroupSession):
+        sources = bench.models
+    elif isinstance(bench, PipelineSession):
+        sources = bench.pipeline.models
+    else:
         return None
     digests: dict[str, dict[str, str]] = {}
-    for source in bench.pipeline.models:  # a model whose steps run two versions: both
+    for source in sources:  # a pipeline model whose steps run two versions: both
         digests.setdefault(source.name, {}).update(source.file_digests())
     return digests
 

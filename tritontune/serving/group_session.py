@@ -53,7 +53,8 @@ class ModelGroupSession(TuningSession):
     """Use as a context manager, like :class:`TuningSession` (see the module docstring).
 
     Its :attr:`source` is the first tuned model's, named for the group (``a+b``): the study's
-    name and identity; the study's context (repository, version, files) is that model's.
+    name and identity; the study's context (repository, version, files) is that model's, with
+    every model's files beside (:attr:`models`: what ``export`` copies and checks, model by model).
     """
 
     def __init__(

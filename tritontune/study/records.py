@@ -84,7 +84,8 @@ class StudyContext:
     need to serve it as it was measured; None for one model and for an ensemble (its steps say)."""
     step_model_files: dict[str, dict[str, str]] | None = None
     """For a pipeline: each composing model's :attr:`model_files` (every version its steps run),
-    by model; None for a single model and for pipeline studies made before export knew them."""
+    by model; for a group of models (classes naming their models): every model's. None for a
+    single model, and for pipeline and group studies made before export knew them."""
     request_shape: RecordedRequestShape = field(default_factory=RecordedRequestShape)
     server_version: str = "unknown"
     launch: str = "local"

@@ -57,8 +57,8 @@ class ContextKey:
     COMPOSING = "composing"
     """A BLS model's composing models, as the search was told them (None otherwise)."""
     STEP_MODEL_FILES = "step_model_files"
-    """A pipeline's composing models' files as measured (None for one model, and in studies made
-    before pipelines were exported)."""
+    """A pipeline's composing models' files, or a group's models' files, as measured (None for
+    one model, and in studies made before pipelines or groups were exported)."""
     REQUEST_SHAPE = "request_shape"
     SERVER_VERSION = "server_version"
     LAUNCH = "launch"

@@ -1,0 +1,49 @@
+"""Several models on one server, for the tests: two copies of the example MLP under their own
+names (``mlp_a``, ``mlp_b``), and a workload whose classes call one each (``chat``: single
+requests to ``mlp_a``; ``embed``: batches of 4 to ``mlp_b``), with the small budgets of
+test_workload_search_integration.py (the MLP serves thousands of requests a second)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.search.space import Choice, SearchSpace
+
+MODELS = ("mlp_a", "mlp_b")
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=30, max_windows=3)
+MODEL_SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((8, 16)),
+        "dynamic_batching": Choice((True,)),
+        "max_queue_delay": Choice((1000,)),
+        "instance_count": Choice((1, 2)),
+        "intra_op_thread_count": Choice((1,)),
+    }
+)
+WORKLOAD = """
+classes:
+  - name: chat
+    model: mlp_a
+    share: 0.5
+    batch_size: 1
+    slo_p99: 100ms
+  - name: embed
+    model: mlp_b
+    share: 0.5
+    batch_size: 4
+    may_shed: true
+"""
+
+
+def two_model_repository(root: Path, example_repository: Path) -> Path:
+    """``root/repository`` holding ``mlp_a`` and ``mlp_b``: the example MLP's file (linked) and
+    config (renamed) under each name."""
+    repository = root / "repository"
+    model_file = (example_repository / "mlp" / "1" / "model.onnx").resolve()
+    config = (example_repository / "mlp" / "config.pbtxt").read_text()
+    for name in MODELS:
+        (repository / name / "1").mkdir(parents=True)
+        (repository / name / "1" / "model.onnx").symlink_to(model_file)
+        (repository / name / "config.pbtxt").write_text(config.replace('name: "mlp"', f'name: "{name}"'))
+    return repository
