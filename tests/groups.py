@@ -36,12 +36,19 @@ classes:
 """
 
 
+#: The models' own configs batch with a 200 ms window: every chat request waits for it, so the
+#: baseline misses chat's 100 ms p99 at any rate and a tuned config (a 1 ms window) wins the final
+#: rounds. On the tiny MLP the example's own config is otherwise as good as any, and which one wins
+#: would be the machine's noise, which export (which refuses a baseline win) cannot be tested on.
+SLOW_OWN_CONFIG = "dynamic_batching { max_queue_delay_microseconds: 200000 }\n"
+
+
 def two_model_repository(root: Path, example_repository: Path) -> Path:
     """``root/repository`` holding ``mlp_a`` and ``mlp_b``: the example MLP's file (linked) and
-    config (renamed) under each name."""
+    config (renamed, with :data:`SLOW_OWN_CONFIG`) under each name."""
     repository = root / "repository"
     model_file = (example_repository / "mlp" / "1" / "model.onnx").resolve()
-    config = (example_repository / "mlp" / "config.pbtxt").read_text()
+    config = (example_repository / "mlp" / "config.pbtxt").read_text() + SLOW_OWN_CONFIG
     for name in MODELS:
         (repository / name / "1").mkdir(parents=True)
         (repository / name / "1" / "model.onnx").symlink_to(model_file)
