@@ -45,6 +45,8 @@ import pytest
 import yaml
 
 from tests.conftest import tritonserver_processes
+from tritontune.config.model_config import read_config
+from tritontune.config.pipeline import is_pipeline
 from tritontune.search.optimize import default_study_name
 from tritontune.units import parse_duration
 
@@ -158,6 +160,10 @@ def small_options(sub: str, args: str, background: bool, cwd: Path, name: str) -
         slo = flag(args, "--slo-p99") or config["slo_p99"]
         load = flag(args, "--load") or config.get("load", "concurrency")
         options["--study"] = default_study_name(model, parse_duration(slo), load)
+    repository = flag(args, "-r", "--model-repository") or config.get("model_repository")
+    model_config = cwd / str(repository) / str(flag(args, "-m", "--model") or config.get("model"))
+    if repository and is_pipeline(read_config(model_config / "config.pbtxt")):
+        return options  # a pipeline's space has no precision variants (and takes no --space)
     space_file = flag(args, "--space")
     space = yaml.safe_load((cwd / space_file).read_text()) if space_file else config.get("space")
     small_space = cwd / f"space-{name}.yaml"
