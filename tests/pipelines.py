@@ -8,7 +8,11 @@ play, and each loads in about a second on the local server.
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
+
+import numpy as np
 
 _MODEL_PY = """
 import time
@@ -99,3 +103,51 @@ def write_bls(repository: Path, *, shift_sleep_ms: float = 2.0) -> Path:
     (repository / BLS / "config.pbtxt").write_text(_STEP_CONFIG.format(name=BLS))
     (repository / BLS / "1" / "model.py").write_text(_BLS_PY)
     return repository
+
+
+_SCALE_WIDE_CONFIG = """name: "scale"
+backend: "python"
+max_batch_size: 8
+input [{ name: "X" data_type: TYPE_FP32 dims: [256] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [256] }]
+dynamic_batching {}
+"""
+
+_SCORED_CONFIG = """name: "scored"
+platform: "ensemble"
+max_batch_size: 8
+input [{ name: "IN" data_type: TYPE_FP32 dims: [256] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [16] }]
+ensemble_scheduling {
+  step [
+    { model_name: "scale" model_version: -1
+      input_map { key: "X" value: "IN" } output_map { key: "Y" value: "scaled" } },
+    { model_name: "mlp" model_version: -1
+      input_map { key: "INPUT" value: "scaled" } output_map { key: "SCORES" value: "OUT" } }
+  ]
+}
+"""
+
+SCORED = "scored"
+"""An ensemble whose second step is an ONNX model (the example MLP) behind a Python step that
+doubles the request: the MLP's inputs are not the client's, so its precision variants must be
+judged on what ``scale`` computes."""
+
+
+def write_onnx_pipeline(repository: Path, example_repository: Path) -> Path:
+    """Write ``scored`` = mlp(scale(x)), with a copy of the example MLP, into ``repository``."""
+    (repository / "scale" / "1").mkdir(parents=True, exist_ok=True)
+    (repository / "scale" / "config.pbtxt").write_text(_SCALE_WIDE_CONFIG)
+    code = _MODEL_PY.format(sleep_s=0.0, expression="x * 2")
+    (repository / "scale" / "1" / "model.py").write_text(code)
+    shutil.copytree(example_repository / "mlp", repository / "mlp")
+    (repository / SCORED / "1").mkdir(parents=True, exist_ok=True)
+    (repository / SCORED / "config.pbtxt").write_text(_SCORED_CONFIG)
+    return repository
+
+
+def write_scored_inputs(path: Path, count: int = 16, seed: int = 0) -> np.ndarray:
+    """``count`` requests for ``scored`` in ``--input-data`` format; returns them (count x 256)."""
+    samples = np.random.default_rng(seed).standard_normal((count, 256)).astype(np.float32)
+    path.write_text(json.dumps({"data": [{"IN": [float(v) for v in row]} for row in samples]}))
+    return samples

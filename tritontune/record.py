@@ -247,6 +247,9 @@ class ComposingModel:
     config_sha256: str
     model_files: dict[str, str] = field(default_factory=dict)
     """Its files relative to its model directory -> sha256."""
+    precision: dict | None = None
+    """A precision variant served in place of its weights: how it was built, its accuracy
+    against FP32 and what that was judged on (as the single-model record's ``precision``)."""
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,7 @@ class PipelineRecord:
                     "knobs": m.knobs,
                     "config_sha256": m.config_sha256,
                     "model_files": dict(m.model_files),
+                    **({"precision": m.precision} if m.precision else {}),
                 }
                 for m in self.models
             ],
@@ -311,6 +315,7 @@ class PipelineRecord:
                     knobs=dict(m["knobs"]),
                     config_sha256=m["config_sha256"],
                     model_files=dict(m.get("model_files") or {}),
+                    precision=m.get("precision"),
                 )
                 for m in data["models"]
             ),

@@ -37,7 +37,7 @@ from tritontune.cli._common import (
 from tritontune.cli._option_groups import load_options, precision_options, server_options
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
 from tritontune.cli._workload import search_workload
-from tritontune.config.variant import knobs_summary
+from tritontune.config.variant import FP32, knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadMode
@@ -432,8 +432,8 @@ def _search_with_progress(
                 err_console.print(f"  [yellow]caveat[/]: {escape(note)}", highlight=False)
 
         def precisions(checks: dict[str, PrecisionCheck]) -> None:
-            for name, check in checks.items():
-                if name == "fp32":
+            for name, check in checks.items():  # by precision; a pipeline's: MODEL/PRECISION
+                if check.precision == FP32:
                     continue
                 verdict = "[green]accepted[/]" if check.accepted else "[yellow]left out[/]"
                 err_console.print(

@@ -9,8 +9,9 @@ as it was measured:
   its version directory (Triton loads an ensemble only from one, even empty), the request data,
   and the one tuning record, whose ``pipeline`` section lists every composing model with its
   knobs and the digests of its config and files;
-- each composing model's directory: its files as measured (every version the steps run) and its
-  tuned ``config.pbtxt``; no record of its own, since ``check`` measures the pipeline end to end,
+- each composing model's directory: its files as measured (every version the steps run; a
+  precision variant in place of the weights it replaced) and its tuned ``config.pbtxt``; no
+  record of its own, since ``check`` measures the pipeline end to end,
   never a composing model alone.
 
 The steps name their models, so a composing model keeps its name: a pipeline is exported alone,
@@ -34,10 +35,16 @@ from tritontune.config.pipeline import (
     load_bls_pipeline,
     load_pipeline,
 )
-from tritontune.config.repository import ModelSource
-from tritontune.config.variant import PIPELINE_KNOBS, describe_config
+from tritontune.config.repository import ModelSource, file_sha256
+from tritontune.config.variant import PIPELINE_KNOBS, Precision, describe_config, precision_of
 from tritontune.errors import InputError
-from tritontune.export.staging import copy_files, model_files, refuse_changed_models
+from tritontune.export.staging import (
+    copy_files,
+    model_files,
+    precision_summary,
+    precision_variant,
+    refuse_changed_models,
+)
 from tritontune.record import ComposingModel, PipelineRecord, RecordedStep
 from tritontune.study.figures import OperatingPoint, StepFigure
 from tritontune.study.records import StudyRecord, TrialResult
@@ -117,8 +124,23 @@ def entry_config(measured: MeasuredPipeline, result: TrialResult) -> ModelConfig
     return config
 
 
-def composing_configs(measured: MeasuredPipeline, result: TrialResult) -> dict[str, ModelConfig]:
-    """The trial's config of each composing model, in the pipeline's order."""
+@dataclass(frozen=True)
+class ComposingExport:
+    """What a composing model's exported directory holds."""
+
+    config: ModelConfig
+    files: dict[Path, Path]
+    """Relative path -> the file to copy: every version its steps run, a precision variant in
+    place of the weights it replaces."""
+    digests: dict[str, str]
+    precision: dict | None = None
+    """The precision variant served (the record's ``precision`` section), if any."""
+
+
+def composing_exports(
+    measured: MeasuredPipeline, study: StudyRecord, result: TrialResult
+) -> dict[str, ComposingExport]:
+    """Each composing model as the trial ran it, in the pipeline's order."""
     configs = configs_from_text(result.config_pbtxt, source=f"trial {result.number}")
     missing = [model for model in measured.models if model not in configs]
     if missing:
@@ -129,8 +151,25 @@ def composing_configs(measured: MeasuredPipeline, result: TrialResult) -> dict[s
         )
     out = {}
     for model in measured.models:
-        out[model] = configs[model]
-        out[model].name = model
+        config = configs[model]
+        config.name = model
+        files: dict[Path, Path] = {}
+        for source in measured.pipeline.models:
+            if source.name == model:
+                files.update(model_files(source))
+        digests = dict(measured.model_files.get(model, {}))
+        source = measured.pipeline.source(model)
+        precision, summary = Precision(precision_of(config, source.model_file.name)), None
+        if precision != Precision.FP32:  # the variant replaces the weights, as for one model
+            weights = source.model_file.relative_to(source.directory)
+            files.pop(weights, None)
+            digests.pop(str(weights), None)
+            check = study.precision_check(precision, model)
+            input_data = study.context.request_shape.input_data
+            relative, variant = precision_variant(source, precision, check, input_data)
+            files[relative], digests[str(relative)] = variant, file_sha256(variant)
+            summary = precision_summary(precision, check)
+        out[model] = ComposingExport(config, files, digests, summary)
     return out
 
 
@@ -144,20 +183,16 @@ def write_ensemble(source: ModelSource, target: Path) -> ModelConfig:
     return config
 
 
-def write_composing(measured: MeasuredPipeline, model: str, config: ModelConfig, target: Path) -> None:
-    """A composing model's directory: the files of every version its steps run, and its tuned
-    config (no record: the ensemble's covers it)."""
-    files = {}
-    for source in measured.pipeline.models:
-        if source.name == model:
-            files.update(model_files(source))
-    copy_files(files, target)
-    write_config(config, target / "config.pbtxt")
+def write_composing(export: ComposingExport, target: Path) -> None:
+    """A composing model's directory: its files and its tuned config (no record: the
+    ensemble's covers it)."""
+    copy_files(export.files, target)
+    write_config(export.config, target / "config.pbtxt")
 
 
 def pipeline_record(
     measured: MeasuredPipeline,
-    configs: dict[str, ModelConfig],
+    exports: dict[str, ComposingExport],
     result: TrialResult,
     point: OperatingPoint,
 ) -> PipelineRecord:
@@ -172,11 +207,12 @@ def pipeline_record(
         models=tuple(
             ComposingModel(
                 model=model,
-                knobs=describe_config(config),
-                config_sha256=config_digest(config),
-                model_files=dict(measured.model_files.get(model, {})),
+                knobs=describe_config(export.config),
+                config_sha256=config_digest(export.config),
+                model_files=export.digests,
+                precision=export.precision,
             )
-            for model, config in configs.items()
+            for model, export in exports.items()
         ),
         steps=_recorded_steps(steps),
         steps_load=load if steps else 0.0,

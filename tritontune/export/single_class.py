@@ -23,13 +23,12 @@ from functools import partial
 from pathlib import Path
 
 from tritontune.config.model_config import (
-    ModelConfig,
     config_digest,
     parse_config_text,
     write_config,
 )
 from tritontune.config.repository import ModelSource, file_sha256
-from tritontune.config.variant import Precision, variant_filename
+from tritontune.config.variant import Precision
 from tritontune.errors import InputError
 from tritontune.export import pipeline as pipelines
 from tritontune.export.staging import (
@@ -38,13 +37,12 @@ from tritontune.export.staging import (
     measured_on,
     measured_source,
     model_files,
+    precision_summary,
+    precision_variant,
     write_models,
 )
 from tritontune.measure.gpu_metrics import combine
 from tritontune.measure.loadgen import LoadMode
-from tritontune.precision.convert import ConversionError, build_variant
-from tritontune.precision.prepare import precision_data
-from tritontune.precision.recipe import Recipe
 from tritontune.record import (
     INPUT_DATA_FILE,
     PipelineRecord,
@@ -129,17 +127,16 @@ def export_records(
     routing = _routing(picks) if len({p.endpoint.role for p in picks}) > 1 else None
     writers: dict[str, Callable[[Path], TuningRecord | None]] = {}
     for pick in picks:
-        configs: dict[str, ModelConfig] = {}
+        composing: dict[str, pipelines.ComposingExport] = {}
         if pick.pipeline is not None:
             pipelines.refuse_options(
                 pick.study.name, pick.source.name,
                 endpoints=len(endpoints), role=pick.endpoint.role, top_k=top_k,
             )  # fmt: skip
-            configs = pipelines.composing_configs(pick.pipeline, pick.result)
-        writers[pick.name] = partial(_write_model, pick, configs, storage, routing)
-        if pick.pipeline is not None:  # its composing models, beside the ensemble
-            for model, config in configs.items():
-                writers[model] = partial(pipelines.write_composing, pick.pipeline, model, config)
+            composing = pipelines.composing_exports(pick.pipeline, pick.study, pick.result)
+        writers[pick.name] = partial(_write_model, pick, composing, storage, routing)
+        for model, export in composing.items():  # a pipeline's models, beside its entry
+            writers[model] = partial(pipelines.write_composing, export)
     return write_models(out, list(writers), force, lambda name, staged: writers[name](staged), result)
 
 
@@ -273,7 +270,7 @@ def _playoff_record(pick: _Pick) -> dict | None:
 
 def _write_model(
     pick: _Pick,
-    composing: dict[str, ModelConfig],
+    composing: dict[str, pipelines.ComposingExport],
     storage: str,
     routing: dict | None,
     target: Path,
@@ -286,8 +283,9 @@ def _write_model(
     if precision != Precision.FP32:
         # The model in the chosen precision: the variant replaces the FP32 weights.
         files.pop(source.model_file.relative_to(source.directory), None)
-        variant = Path(source.version) / variant_filename(source.model_file.name, precision)
-        files[variant] = _precision_file(pick, precision)
+        check = pick.study.precision_check(precision)
+        input_data = pick.study.context.request_shape.input_data
+        relative, files[relative] = precision_variant(source, precision, check, input_data)
     copy_files(files, target)
     if pick.pipeline is None:
         config = parse_config_text(pick.result.config_pbtxt, source=f"trial {pick.result.number}")
@@ -312,40 +310,12 @@ def _write_model(
     return record
 
 
-def _precision_file(pick: _Pick, precision: Precision) -> Path:
-    """The variant file the search measured: rebuilt by the recipe the search chose, from the same
-    inputs (a cache hit, unless the cache was cleared; the build is deterministic)."""
-    source = pick.source
-    check = pick.study.precisions.get(str(precision))
-    input_data = pick.study.context.request_shape.input_data
-    calibration_data = check.calibration_data if check else None
-    data = precision_data(
-        source.base_config,
-        Path(input_data) if input_data else None,
-        calibration_data=Path(calibration_data) if calibration_data else None,
-    )
-    recipe = Recipe.from_dict(check.recipe) if check and check.recipe else precision
-    try:
-        return build_variant(source.model_file, recipe, calibration=data.calibration)
-    except ConversionError as err:
-        raise InputError(
-            f"precision {precision} of {source.name!r} could not be rebuilt: {err}"
-        ) from None
-
-
 def _precision_record(pick: _Pick) -> dict | None:
-    """The precision served, how it was built and its accuracy against FP32, as the search
-    checked it."""
+    """The precision served, how it was built and its accuracy against FP32."""
     precision = pick.result.knobs.get("precision")
     if precision is None:
         return None
-    check = pick.study.precisions.get(str(precision))
-    return {
-        "precision": precision,
-        "recipe": check.recipe_label if check else None,
-        "accuracy": check.accuracy if check else None,
-        "data": check.data if check else None,
-    }
+    return precision_summary(precision, pick.study.precision_check(str(precision)))
 
 
 def _routing(picks: list[_Pick]) -> dict:

@@ -20,10 +20,14 @@ from typing import Any
 
 from tritontune.config.pipeline import is_pipeline, load_pipeline
 from tritontune.config.repository import ModelSource, load_model_source
+from tritontune.config.variant import Precision, variant_filename
 from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo
+from tritontune.precision.convert import ConversionError, build_variant
+from tritontune.precision.prepare import precision_data
+from tritontune.precision.recipe import Recipe
 from tritontune.record import RECORD_FILE, TuningRecord, WorkloadRecord, read_record
-from tritontune.study.records import StudyContext
+from tritontune.study.records import RecordedPrecision, StudyContext
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,48 @@ def copy_files(files: Mapping[Path, Path], target: Path) -> None:
 def model_files(source: ModelSource) -> dict[Path, Path]:
     """The version files of ``source``: relative path -> the file."""
     return {Path(rel): source.directory / rel for rel in source.version_files()}
+
+
+def precision_variant(
+    source: ModelSource, precision: Precision, check: RecordedPrecision | None, request_data: str | None
+) -> tuple[Path, Path]:
+    """(its path in the model directory, the file) of ``source``'s ``precision`` variant as the
+    search measured it: rebuilt by the recipe the search chose, from the same inputs (a cache
+    hit unless the cache was cleared; the build is deterministic). ``request_data`` is the
+    study's; a check that names its own inputs (a pipeline's composing model) uses those."""
+    relative = Path(source.version) / variant_filename(source.model_file.name, precision)
+    inputs = check.input_data if check and check.input_data else request_data
+    calibration = check.calibration_data if check else None
+    needs_data = precision == Precision.INT8_STATIC
+    for name, path in (("inputs", inputs), ("calibration inputs", calibration)):
+        if needs_data and path and not Path(path).exists():
+            raise InputError(
+                f"precision {precision} of {source.name!r} was calibrated on {name} that are "
+                f"gone ({path}; a pipeline's are kept in the precision cache): search again"
+            )
+    data = precision_data(
+        source.base_config,
+        Path(inputs) if inputs and needs_data else None,
+        calibration_data=Path(calibration) if calibration and needs_data else None,
+    )
+    recipe = Recipe.from_dict(check.recipe) if check and check.recipe else precision
+    try:
+        return relative, build_variant(source.model_file, recipe, calibration=data.calibration)
+    except ConversionError as err:
+        raise InputError(
+            f"precision {precision} of {source.name!r} could not be rebuilt: {err}"
+        ) from None
+
+
+def precision_summary(precision: str, check: RecordedPrecision | None) -> dict:
+    """A record's ``precision`` section: the precision served, how it was built and its accuracy
+    against FP32, as the search checked it."""
+    return {
+        "precision": str(precision),
+        "recipe": check.recipe_label if check else None,
+        "accuracy": check.accuracy if check else None,
+        "data": check.data if check else None,
+    }
 
 
 def measured_source(

@@ -111,6 +111,36 @@ def read_input_data(
     return payloads
 
 
+def input_data_from_samples(samples: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """``samples`` (one per entry, each tensor without a batch dimension) in the format
+    :func:`read_input_data` reads: perf_analyzer's ``--input-data`` JSON. Numbers are written
+    exactly (base64 of their bytes); BYTES values as text."""
+    entries = []
+    for index, sample in enumerate(samples):
+        entry: dict[str, Any] = {}
+        for name, value in sample.items():
+            array = np.asarray(value)
+            shape = [int(d) for d in array.shape]
+            if array.dtype == np.object_ or array.dtype.kind in "SU":
+                try:
+                    texts = [_text(v) for v in array.ravel()]
+                except UnicodeDecodeError:
+                    raise InputError(
+                        f"sample {index}, tensor {name!r}: BYTES values that are not text cannot "
+                        "be written as input data"
+                    ) from None
+                entry[name] = {"content": texts, "shape": shape}
+            else:
+                raw = np.ascontiguousarray(array).tobytes()
+                entry[name] = {"b64": base64.b64encode(raw).decode("ascii"), "shape": shape}
+        entries.append(entry)
+    return {"data": entries}
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
 def _sample(path: Path, index: int, spec: TensorSpec, value: object) -> np.ndarray:
     where = f"{path}: data[{index}].{spec.name}"
     dtype = np.object_ if spec.datatype == "BYTES" else np.dtype(triton_to_np_dtype(spec.datatype))

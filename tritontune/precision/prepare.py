@@ -60,6 +60,9 @@ class PrecisionCheck:
     calibration_data: Path | None = None
     """The file static INT8 was calibrated on, when not half of the input data (an export
     rebuilds the variant from the same inputs)."""
+    input_data: Path | None = None
+    """The inputs it was calibrated and judged on, when not the request data: a pipeline's
+    composing model takes what the steps before it computed (captured into this file)."""
 
     def to_dict(self) -> dict:
         return {
@@ -72,6 +75,7 @@ class PrecisionCheck:
             "recipe_label": self.recipe.label() if self.recipe else None,
             "tried": list(self.tried),
             "calibration_data": str(self.calibration_data) if self.calibration_data else None,
+            "input_data": str(self.input_data) if self.input_data else None,
         }
 
     def summary(self) -> str:

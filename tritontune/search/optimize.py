@@ -37,16 +37,22 @@ from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
-from tritontune.search.pipeline_space import PipelineSpace
+from tritontune.search.pipeline_space import PipelineSpace, knob_name
 from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
 from tritontune.search.predicted import CalibrationProgress, Strategy, use_prediction
 from tritontune.search.setup import make_sampler, start_study, use_space
-from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.space import Choice, Dimension, SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
 from tritontune.study.figures import OperatingPoint, PlayoffResult, bottleneck
 from tritontune.study.handle import TuningStudy
-from tritontune.study.records import RecordedPrecision, StudyIdentity, StudyRecord, TrialResult
+from tritontune.study.records import (
+    RecordedPrecision,
+    StudyIdentity,
+    StudyRecord,
+    TrialResult,
+    precision_key,
+)
 from tritontune.study.storage import DEFAULT_STORAGE, storage_label
 from tritontune.study.verdict import BestPoint
 from tritontune.units import format_duration
@@ -333,22 +339,45 @@ def _prepare_precisions(
     progress: SearchProgress,
 ) -> SearchSpace:
     """Build and accuracy-check the space's precision variants before any trial: a rejected one
-    leaves the space (never measured), and every check is kept in the study for the results."""
-    dimension = space.dimensions.get("precision")
-    if not isinstance(dimension, Choice) or dimension.values == (Precision.FP32,):
+    leaves the space (never measured), and every check is kept in the study for the results. A
+    pipeline's are checked per composing model (``MODEL/precision``), on what reaches it."""
+    if isinstance(space, PipelineSpace):
+        for model in space.models:
+            name = knob_name(model, "precision")
+            narrowed = _checked_precisions(study, session, space, name, settings, progress, model)
+            space = space.replace(name, narrowed)
         return space
+    narrowed = _checked_precisions(study, session, space, "precision", settings, progress, None)
+    return space.replace("precision", narrowed)
+
+
+def _checked_precisions(
+    study: TuningStudy,
+    session: Bench,
+    space: SearchSpace,
+    name: str,
+    settings: SearchSettings,
+    progress: SearchProgress,
+    model: str | None,
+) -> Dimension | None:
+    """The precision dimension ``name`` of ``space`` narrowed to the variants that passed their
+    accuracy check (as it is when it has none to check)."""
+    dimension = space.dimensions.get(name)
+    if not isinstance(dimension, Choice) or dimension.values == (Precision.FP32,):
+        return dimension
     wanted = [str(p) for p in dimension.values]
-    checks = session.prepare_precisions(wanted, accuracy=settings.accuracy)
-    study.save_precisions({p: check.to_dict() for p, check in checks.items()})
+    checks = session.prepare_precisions(wanted, accuracy=settings.accuracy, model=model)
+    study.save_precisions({p: check.to_dict() for p, check in checks.items()}, model=model)
     if progress.on_precisions:
-        progress.on_precisions(checks)
+        progress.on_precisions({precision_key(p, model): check for p, check in checks.items()})
     accepted = tuple(p for p in dimension.values if checks[str(p)].accepted)
     if not accepted:
+        whose = f" of {model!r}" if model else ""
         raise InputError(
-            "no precision of the space passed its accuracy check: "
+            f"no precision{whose} of the space passed its accuracy check: "
             + "; ".join(f"{p}: {checks[p].reason}" for p in wanted)
         )
-    return space.replace("precision", Choice(accepted))
+    return Choice(accepted)
 
 
 def _baseline(

@@ -160,9 +160,12 @@ def default_pipeline_space(
     *,
     slo_p99_s: float,
     batch_dims_dynamic: Mapping[str, bool],
+    precision_variants: bool = False,
 ) -> PipelineSpace:
-    """Each tuned model's :func:`default_space`, without precision variants (not searched for
-    pipelines yet). A composing model's ``max_batch_size`` stays at or above the entry's:
+    """Each tuned model's :func:`default_space`; with ``precision_variants`` (a server
+    tritontune launched), an ONNX model's precision is searched too (``MODEL/precision``, each
+    variant checked on what reaches that model). A composing model's ``max_batch_size`` stays
+    at or above the entry's:
     Triton refuses an ensemble that lets a client send batches one of its models cannot take (a
     BLS model passing its batch on would fail the same way), and the entry's limit is the
     user's contract with their clients, so a BLS model's own ``max_batch_size`` is kept too.
@@ -177,6 +180,7 @@ def default_pipeline_space(
             target,
             slo_p99_s=slo_p99_s,
             batch_dim_dynamic=batch_dims_dynamic.get(model, False),
+            precision_variants=precision_variants,
         )
         sizes = space.dimensions.get("max_batch_size")
         if model == pipeline.name and isinstance(sizes, Choice):

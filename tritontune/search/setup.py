@@ -81,6 +81,7 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
             bench.info.capabilities,
             slo_p99_s=slo_p99_s,
             batch_dims_dynamic={m: bench.step_builder(m).batch_dim_dynamic for m in bench.step_models},
+            precision_variants=bench.owns_server,
         )
     defaults = default_space(
         bench.source.base_config,

@@ -1,7 +1,8 @@
 """A thin wrapper over tritonclient's gRPC and HTTP clients for the control plane tritontune needs.
 
 Load a model with a config override (no server restart between variants), unload it, read the
-loaded config back, server metadata, per-model statistics and the Prometheus metrics endpoint.
+loaded config back, server metadata, per-model statistics and the Prometheus metrics endpoint, and
+one plain inference (:meth:`TritonClient.infer`, to read what a model computes, not to time it).
 Triton's errors become :class:`ModelLoadError` / :class:`ServerError` carrying Triton's own reason.
 The request hot path (load generation) lives in :mod:`tritontune.measure`.
 """
@@ -10,14 +11,15 @@ from __future__ import annotations
 
 import ssl
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
-from tritonclient.utils import InferenceServerException
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from tritontune.config.model_config import ModelConfig, config_from_json, config_to_json
 from tritontune.errors import InputError, ModelLoadError, ServerError
@@ -276,6 +278,39 @@ class TritonClient:
 
     def model_metadata(self, name: str) -> dict:
         return self._call(f"metadata of {name!r}", self._client.get_model_metadata, name, **self._json())
+
+    def infer(
+        self,
+        name: str,
+        inputs: Mapping[str, np.ndarray],
+        outputs: Sequence[str],
+        *,
+        version: str = "",
+    ) -> dict[str, np.ndarray]:
+        """One request to ``name`` (``version``: the newest when empty); its ``outputs``.
+
+        Not for timing: the load generator in :mod:`tritontune.measure` sends timed requests.
+        This one reads what a model computes (a pipeline step's outputs, say)."""
+        module: Any = grpcclient
+        if self._http:
+            import tritonclient.http as module  # type: ignore[no-redef]
+        tensors = []
+        for tensor, value in inputs.items():
+            array = np.asarray(value)
+            datatype = np_to_triton_dtype(array.dtype)
+            infer_input = module.InferInput(tensor, list(array.shape), datatype)
+            infer_input.set_data_from_numpy(array)
+            tensors.append(infer_input)
+        wanted = [module.InferRequestedOutput(output) for output in outputs]
+        result = self._call(
+            f"inference on {name!r}",
+            self._client.infer,
+            name,
+            tensors,
+            model_version=version,
+            outputs=wanted,
+        )
+        return {output: result.as_numpy(output) for output in outputs}
 
     def is_model_ready(self, name: str) -> bool:
         try:

@@ -106,9 +106,14 @@ class Bench(Protocol):
         ...
 
     def prepare_precisions(
-        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
+        self,
+        precisions: list[str],
+        *,
+        accuracy: AccuracySettings | None = None,
+        model: str | None = None,
     ) -> dict[str, PrecisionCheck]:
-        """Build and accuracy-check precision variants; accepted ones become loadable."""
+        """Build and accuracy-check precision variants of ``model`` (the bench's own model when
+        None; a pipeline's composing model by name); accepted ones become loadable."""
         ...
 
     def fault(self, err: ServerError) -> ServerDiedError | None:

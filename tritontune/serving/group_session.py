@@ -133,7 +133,11 @@ class ModelGroupSession(TuningSession):
         return LoadReceipt(configs, switch_s)
 
     def prepare_precisions(
-        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
+        self,
+        precisions: list[str],
+        *,
+        accuracy: AccuracySettings | None = None,
+        model: str | None = None,
     ) -> dict[str, PrecisionCheck]:
         raise InputError("precision variants are not searched for a group of models yet")
 

@@ -10,26 +10,41 @@ it is). Every measurement also reads each tuned model's statistics at the same w
 BLS model's compute includes the calls it waits for). Everything else (the server, restarts,
 faults, measuring, the log) is the session's.
 
-What a pipeline does not do yet: precision variants of its ONNX models, and a workload's classes
-(endpoints, several models each with its own class); both are refused with one line.
+Precision variants of its ONNX models are built and checked on what reaches each model: the
+request data run through the steps before it (:meth:`PipelineSession.prepare_precisions`). What a
+pipeline does not do yet: a workload's classes (endpoints, several models each with its own
+class); they are refused with one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
-from tritontune.config.pipeline import Pipeline, load_bls_pipeline, load_pipeline, per_model
+from tritontune.config.pipeline import (
+    LATEST_VERSION,
+    Pipeline,
+    load_bls_pipeline,
+    load_pipeline,
+    per_model,
+)
 from tritontune.config.repository import ModelSource, ServedModel
-from tritontune.config.variant import Variant
+from tritontune.config.variant import FP16_IO, Variant
 from tritontune.errors import InputError
+from tritontune.measure.inputs import input_data_from_samples, read_input_data
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Traffic
-from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
+from tritontune.precision.convert import cache_dir as precision_cache_dir
+from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, config_input_specs
 from tritontune.serving.bench import LoadReceipt
 from tritontune.serving.session import TuningSession, version_targets
 
@@ -119,12 +134,103 @@ class PipelineSession(TuningSession):
         return LoadReceipt({**configs, self.name: entry}, switch_s)
 
     def prepare_precisions(
-        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
+        self,
+        precisions: list[str],
+        *,
+        accuracy: AccuracySettings | None = None,
+        model: str | None = None,
     ) -> dict[str, PrecisionCheck]:
-        raise InputError(
-            "precision variants of a pipeline's composing models are not searched yet; "
-            "search the ONNX model alone for its precision, then the pipeline"
+        """Build and accuracy-check precision variants of composing model ``model``.
+
+        A composing model does not take the client's requests: it takes what the steps before
+        it computed (token ids, not text). So with ``--input-data``, its inputs are *captured*:
+        every request sample is run through the steps before it on this server (each model in
+        its own config) and what reaches ``model`` is written to a file
+        (:meth:`_captured_inputs`), on which the variants are calibrated and judged as a model
+        searched alone is on the user's file. Without one (or for a BLS model, whose calls are
+        in its code), the inputs are synthesized, with the same refusal of static INT8 on
+        made-up integers as for one model.
+        """
+        if model is None or model not in self.step_models:
+            raise InputError(
+                f"precision variants of pipeline {self.name!r}: name one of its models "
+                f"({', '.join(self.step_models)})"
+            )
+        if FP16_IO in precisions:
+            raise InputError(
+                f"precision {FP16_IO} of {model!r}: it changes the model's input and output "
+                "types, which the pipeline's other models and clients fix; use fp16"
+            )
+        source = self.step_source(model)
+        input_data = self.request_shape.input_data
+        captured: dict[Path, str] = {}
+        if input_data is not None and not self.pipeline.bls:
+            captured[self._captured_inputs(model, input_data)] = str(input_data)
+            if accuracy is not None and accuracy.calibration_data is not None:
+                calibration = self._captured_inputs(model, accuracy.calibration_data)
+                captured[calibration] = str(accuracy.calibration_data)
+                accuracy = dataclasses.replace(accuracy, calibration_data=calibration)
+            input_data = next(iter(captured))
+        elif input_data is not None:  # a BLS model's calls are in its code: nothing to capture
+            input_data = None
+        checks = self._prepare_precisions_of(
+            source, self.step_builder(model), precisions, accuracy, input_data
         )
+        before = self._models_before(model)
+        return {
+            precision: dataclasses.replace(
+                check,
+                input_data=input_data if captured else None,
+                data=_described(check.data, captured, before, bls=self.pipeline.bls),
+            )
+            for precision, check in checks.items()
+        }
+
+    def _models_before(self, model: str) -> tuple[str, ...]:
+        """The composing models whose steps run before ``model``'s first step."""
+        before: list[str] = []
+        for step in self.pipeline.steps:
+            if step.model == model:
+                break
+            before.append(step.model)
+        return tuple(dict.fromkeys(before))
+
+    def _captured_inputs(self, model: str, request_data: Path) -> Path:
+        """``model``'s inputs for every sample of ``request_data`` (the ensemble's inputs, in
+        ``--input-data`` format), as the steps before it compute them on this server, written
+        to a file of the same format in the precision cache (named by its contents, so the
+        same inputs make the same file and a variant built on them is a cache hit)."""
+        if self._loaded is None:
+            self.load(Variant())  # every model in its own config
+        config = self.pipeline.config
+        batching = config.max_batch_size > 0
+        samples = read_input_data(
+            request_data, config_input_specs(config), batch_size=1, batching=batching
+        )
+        first = next(i for i, step in enumerate(self.pipeline.steps) if step.model == model)
+        steps = self.pipeline.steps[: first + 1]
+        inputs: list[dict[str, np.ndarray]] = []
+        for sample in samples:
+            tensors: dict[str, np.ndarray] = dict(sample)
+            for step in steps[:-1]:
+                outputs = self.server.infer(
+                    step.model,
+                    {name: tensors[tensor] for name, tensor in step.input_map.items()},
+                    list(step.output_map),
+                    version="" if step.version == LATEST_VERSION else str(step.version),
+                )
+                tensors.update({step.output_map[name]: value for name, value in outputs.items()})
+            reached = {name: tensors[tensor] for name, tensor in steps[-1].input_map.items()}
+            inputs.append({n: v[0] if batching else v for n, v in reached.items()})
+        document = json.dumps(input_data_from_samples(inputs), sort_keys=True)
+        digest = hashlib.sha256(document.encode()).hexdigest()[:16]
+        path = precision_cache_dir() / "inputs" / f"{model}-{digest}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            partial_path = path.with_suffix(".partial")
+            partial_path.write_text(document, encoding="utf-8")
+            partial_path.replace(path)
+        return path
 
     def load_endpoints(self, variants: Any) -> LoadReceipt:
         raise InputError(_NO_CLASSES)
@@ -136,6 +242,17 @@ class PipelineSession(TuningSession):
         self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
     ) -> TrafficMeasurement:
         raise InputError(_NO_CLASSES)
+
+
+def _described(data: str, captured: dict[Path, str], before: tuple[str, ...], *, bls: bool) -> str:
+    """Where a composing model's inputs came from, in words: a captured file is named by the
+    request data it came from and the models it went through."""
+    for path, origin in captured.items():
+        through = f"through {', '.join(before)}" if before else "as sent to the pipeline"
+        data = data.replace(str(path), f"{origin} ({through})")
+    if bls and not captured:
+        data += " (a BLS model's calls are in its code: its models' inputs are not captured)"
+    return data
 
 
 def open_pipeline_session(

@@ -14,9 +14,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+import numpy as np
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.config.repository import ModelSource, ServedModel, WorkingRepository
@@ -188,6 +190,12 @@ class Server:
 
     def model_metadata(self, name: str) -> dict:
         return self._client().model_metadata(name)
+
+    def infer(
+        self, name: str, inputs: Mapping[str, np.ndarray], outputs: Sequence[str], *, version: str = ""
+    ) -> dict[str, np.ndarray]:
+        """One untimed request to ``name``: its ``outputs`` (see :meth:`TritonClient.infer`)."""
+        return self._client().infer(name, inputs, outputs, version=version)
 
     def _client(self) -> TritonClient:
         if self.client is None:

@@ -177,16 +177,40 @@ class TuningSession:
 
     # -- configs ---------------------------------------------------------------------------------
     def prepare_precisions(
-        self, precisions: list[str], *, accuracy: AccuracySettings | None = None
+        self,
+        precisions: list[str],
+        *,
+        accuracy: AccuracySettings | None = None,
+        model: str | None = None,
     ) -> dict[str, PrecisionCheck]:
         """Build and accuracy-check precision variants; accepted ones become loadable.
 
         Variants are files placed beside the model in the working repository, so they need a
-        server tritontune launched (a remote server reads its own repository).
+        server tritontune launched (a remote server reads its own repository). ``model`` is
+        this session's model (a pipeline's session takes one of its models).
         """
-        if self.source.backend != ONNX_BACKEND:
+        if model not in (None, self.name):
+            raise InputError(f"no model {model!r} here: this session tunes {self.name!r}")
+        checks = self._prepare_precisions_of(
+            self.source, self.builder, precisions, accuracy, self.request_shape.input_data
+        )
+        self.precisions.update(checks)
+        self._built = None
+        return checks
+
+    def _prepare_precisions_of(
+        self,
+        source: ModelSource,
+        builder: ConfigBuilder,
+        precisions: list[str],
+        accuracy: AccuracySettings | None,
+        input_data: Path | None,
+    ) -> dict[str, PrecisionCheck]:
+        """``source``'s precision variants checked on ``input_data``, the accepted ones placed
+        beside it in the working repository and allowed by its ``builder``."""
+        if source.backend != ONNX_BACKEND:
             raise InputError(
-                f"model {self.name!r} uses the {self.source.backend!r} backend: precision variants "
+                f"model {source.name!r} uses the {source.backend!r} backend: precision variants "
                 "are built for ONNX models only"
             )
         if any(p != FP32 for p in precisions) and not self.owns_server:
@@ -195,21 +219,19 @@ class TuningSession:
                 "a remote server reads its own, so use --launch local (or docker)"
             )
         checks = prepare_precisions(
-            self.source.model_file,
-            self.source.base_config,
+            source.model_file,
+            source.base_config,
             precisions,
-            input_data=self.request_shape.input_data,
+            input_data=input_data,
             accuracy=accuracy,
         )
         for precision, check in checks.items():
             if check.accepted and precision != FP32 and check.path is not None:
-                filename = variant_filename(self.source.model_file.name, precision)
-                self.server.repository.add_file(self.source, filename, check.path)
-        self.precisions.update(checks)
-        self.builder.allow_precisions(
+                filename = variant_filename(source.model_file.name, precision)
+                self.server.repository.add_file(source, filename, check.path)
+        builder.allow_precisions(
             {p: None if check.accepted else check.reason for p, check in checks.items()}
         )
-        self._built = None
         return checks
 
     def build(self, variant: Variant) -> ModelConfig:

@@ -42,6 +42,7 @@ from tritontune.study.records import (
     WorkloadFinal,
     WorkloadIdentity,
     WorkloadStudyRecord,
+    precision_key,
 )
 from tritontune.study.schema import ContextKey, StudyKey, StudyKind, TrialKey
 
@@ -171,9 +172,12 @@ class TuningStudy:
     def save_space(self, space: dict[str, Any]) -> None:
         self._set(StudyKey.SPACE, space)
 
-    def save_precisions(self, checks: Mapping[str, dict[str, Any]]) -> None:
-        """The precision checks made before the search (each a ``PrecisionCheck.to_dict()``)."""
-        self._set(StudyKey.PRECISIONS, {str(p): check for p, check in checks.items()})
+    def save_precisions(self, checks: Mapping[str, dict[str, Any]], model: str | None = None) -> None:
+        """The precision checks made before the search (each a ``PrecisionCheck.to_dict()``, by
+        precision), of ``model`` in a pipeline; another model's checks are kept."""
+        kept = dict(self.optuna_study.user_attrs.get(StudyKey.PRECISIONS) or {})
+        kept.update({precision_key(str(p), model): check for p, check in checks.items()})
+        self._set(StudyKey.PRECISIONS, kept)
 
     def ensure_context(self, build: Callable[[], StudyContext]) -> None:
         """Write the study's context unless it has one: kept from the study's first run, and built

@@ -120,6 +120,13 @@ class StudyContext:
         )
 
 
+def precision_key(precision: str, model: str | None = None) -> str:
+    """How a study keys a precision check: the precision (``int8_dynamic``), or for one model
+    of a pipeline, ``MODEL/PRECISION`` (``minilm/int8_dynamic``: a point's ``MODEL/KNOB``
+    spelling)."""
+    return f"{model}/{precision}" if model else str(precision)
+
+
 @dataclass(frozen=True)
 class RecordedPrecision:
     """A precision variant as the search checked it before measuring (accepted or not)."""
@@ -136,6 +143,9 @@ class RecordedPrecision:
     recipe_label: str | None = None
     tried: tuple[str, ...] = ()
     calibration_data: str | None = None
+    input_data: str | None = None
+    """What it was calibrated and judged on when not the request data (a pipeline's composing
+    model: its inputs as the steps before it computed them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +158,7 @@ class RecordedPrecision:
             "recipe_label": self.recipe_label,
             "tried": list(self.tried),
             "calibration_data": self.calibration_data,
+            "input_data": self.input_data,
         }
 
     @classmethod
@@ -162,6 +173,7 @@ class RecordedPrecision:
             recipe_label=data.get("recipe_label"),
             tried=tuple(data.get("tried") or ()),
             calibration_data=data.get("calibration_data"),
+            input_data=data.get("input_data"),
         )
 
 
@@ -270,7 +282,8 @@ class StudyRecord:
     tritontune_version: str = ""
     space: dict[str, Any] | None = None
     precisions: dict[str, RecordedPrecision] = field(default_factory=dict)
-    """The precision checks made before the search, by precision (accepted or not)."""
+    """The precision checks made before the search, by :func:`precision_key` (accepted or
+    not)."""
     baseline: OperatingPoint | None = None
     baseline_config_pbtxt: str | None = None
     strategy: str = "tpe"
@@ -312,6 +325,10 @@ class StudyRecord:
     def best(self) -> TrialResult | None:
         feasible = self.feasible
         return feasible[0] if feasible else None
+
+    def precision_check(self, precision: str, model: str | None = None) -> RecordedPrecision | None:
+        """How the search checked ``precision`` (of composing model ``model``, in a pipeline)."""
+        return self.precisions.get(precision_key(precision, model))
 
     def confirmed_point(self, trial_number: int) -> OperatingPoint | None:
         """The confirmed operating point of ``trial_number``, if the search made one for it."""
