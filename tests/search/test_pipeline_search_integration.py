@@ -61,8 +61,10 @@ def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
         assert all(split.requests > 0 for split in m.steps.values())
         with pytest.raises(ConfigError, match="its knobs are its models'"):
             session.configs(Variant(max_batch_size=4))
-        with pytest.raises(InputError, match="precision variants of a pipeline"):
+        with pytest.raises(InputError, match="precision variants of pipeline 'pipe': name one"):
             session.prepare_precisions(["fp16"])
+        with pytest.raises(InputError, match="'shift' uses the 'python' backend"):
+            session.prepare_precisions(["fp16"], model="shift")
 
 
 def test_a_bls_model_is_tuned_with_the_models_it_calls(bls_study: PipelineStudy):
