@@ -7,6 +7,7 @@ from tritontune.errors import InputError
 from tritontune.measure.inputs import (
     TensorSpec,
     build_requests,
+    input_data_from_samples,
     input_specs,
     read_input_data,
     synthesize_payloads,
@@ -88,3 +89,35 @@ def test_input_data_errors(tmp_path):
     path.write_text("{not json")
     with pytest.raises(InputError, match=r"data.json:1: not valid JSON"):
         read_input_data(path, specs, batch_size=1, batching=True)
+    path.write_text('{"data": [{"x": ["a sentence", "b", "c", "d"]}]}')
+    with pytest.raises(InputError, match=r"data\[0\]\.x: not FP32 values \(could not convert"):
+        read_input_data(path, specs, batch_size=1, batching=True)
+    path.write_text('{"data": [{"x": {"b64": "not base64!", "shape": [4]}}]}')
+    with pytest.raises(InputError, match=r"data\[0\]\.x: not FP32 values"):
+        read_input_data(path, specs, batch_size=1, batching=True)
+
+
+def test_samples_written_as_input_data_read_back_exactly(tmp_path):
+    rng = np.random.default_rng(0)
+    samples = [
+        {
+            "x": rng.standard_normal(4).astype(np.float32),
+            "ids": rng.integers(0, 30000, (2, 3)).astype(np.int64),
+            "text": np.array([b"hello", "w\u00f6rld".encode()], dtype=np.object_),
+        }
+        for _ in range(3)
+    ]
+    path = tmp_path / "captured.json"
+    path.write_text(json.dumps(input_data_from_samples(samples)))
+    specs = [
+        TensorSpec("x", "FP32", (4,)),
+        TensorSpec("ids", "INT64", (-1, -1)),
+        TensorSpec("text", "BYTES", (2,)),
+    ]
+    back = read_input_data(path, specs, batch_size=1, batching=False)
+    for got, wrote in zip(back, samples, strict=True):
+        np.testing.assert_array_equal(got["x"], wrote["x"])
+        np.testing.assert_array_equal(got["ids"], wrote["ids"])  # dynamic dims: the shape is kept
+        assert list(got["text"]) == list(wrote["text"])
+    with pytest.raises(InputError, match="tensor 'raw': BYTES values that are not text"):
+        input_data_from_samples([{"raw": np.array([b"\xff\xfe"], dtype=np.object_)}])

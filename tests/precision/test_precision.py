@@ -190,3 +190,20 @@ def test_pre_processing_leaves_nothing_in_the_working_directory(source, tmp_path
     assert result.is_file() and [c.get("skip_symbolic_shape", False) for c in calls] == [False, True]
     assert list(user_dir.iterdir()) == []
     assert Path.cwd() == user_dir
+
+
+def test_a_configs_string_inputs_are_read_as_bytes():
+    from tritontune.config.model_config import parse_config_text
+    from tritontune.precision.prepare import config_input_specs
+
+    config = parse_config_text(
+        'name: "e" platform: "ensemble" max_batch_size: 4 '
+        'input [{ name: "TEXT" data_type: TYPE_STRING dims: [1] }, '
+        '{ name: "IDS" data_type: TYPE_INT64 dims: [-1] }]',
+        source="test",
+    )
+    specs = config_input_specs(config)
+    assert [(s.name, s.datatype, s.shape) for s in specs] == [
+        ("TEXT", "BYTES", (1,)),
+        ("IDS", "INT64", (-1,)),
+    ]

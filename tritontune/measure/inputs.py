@@ -8,6 +8,7 @@ sends them.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,18 +146,22 @@ def _sample(path: Path, index: int, spec: TensorSpec, value: object) -> np.ndarr
     where = f"{path}: data[{index}].{spec.name}"
     dtype = np.object_ if spec.datatype == "BYTES" else np.dtype(triton_to_np_dtype(spec.datatype))
     shape: tuple[int, ...] | None = None
-    if isinstance(value, dict) and "b64" in value:
-        if spec.datatype == "BYTES":
-            raise InputError(f"{where}: b64 data is not supported for BYTES inputs")
-        array = np.frombuffer(base64.b64decode(value["b64"]), dtype=dtype)
-        shape = tuple(value.get("shape", ())) or None
-    elif isinstance(value, dict) and "content" in value:
-        array = np.asarray(value["content"], dtype=dtype)
-        shape = tuple(value.get("shape", ())) or None
-    elif isinstance(value, list):
-        array = np.asarray(value, dtype=dtype)
-    else:
-        raise InputError(f"{where}: expected a list, {{'content': ...}} or {{'b64': ...}}")
+    try:
+        if isinstance(value, dict) and "b64" in value:
+            if spec.datatype == "BYTES":
+                raise InputError(f"{where}: b64 data is not supported for BYTES inputs")
+            array = np.frombuffer(base64.b64decode(value["b64"]), dtype=dtype)
+            shape = tuple(value.get("shape", ())) or None
+        elif isinstance(value, dict) and "content" in value:
+            array = np.asarray(value["content"], dtype=dtype)
+            shape = tuple(value.get("shape", ())) or None
+        elif isinstance(value, list):
+            array = np.asarray(value, dtype=dtype)
+        else:
+            raise InputError(f"{where}: expected a list, {{'content': ...}} or {{'b64': ...}}")
+    except (ValueError, TypeError, binascii.Error) as err:
+        detail = " ".join(str(err).split())[:160]
+        raise InputError(f"{where}: not {spec.datatype} values ({detail})") from None
     if shape is None:
         if any(d < 0 for d in spec.shape):
             raise InputError(f"{where}: input has dynamic dims {list(spec.shape)}; give a shape")

@@ -119,11 +119,17 @@ def config_input_specs(config: ModelConfig) -> list[TensorSpec]:
     return [
         TensorSpec(
             tensor.name,
-            model_config_pb2.DataType.Name(tensor.data_type).removeprefix("TYPE_"),
+            _wire_datatype(tensor.data_type),
             tuple(int(d) for d in tensor.dims),
         )
         for tensor in config.input
     ]
+
+
+def _wire_datatype(data_type: int) -> str:
+    """A config's data type as the client protocol spells it (``TYPE_STRING`` is ``BYTES``)."""
+    name = model_config_pb2.DataType.Name(data_type).removeprefix("TYPE_")
+    return "BYTES" if name == "STRING" else name
 
 
 def _batched(samples: Sequence[dict], batching: bool) -> list[dict]:
