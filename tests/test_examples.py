@@ -21,9 +21,10 @@ run from the repository root after ``make setup``. This test runs each block for
   also waits for enough replies, up to 4 windows' time), 3 at most per level; no playoff (its
   rounds have fixed, longer windows: 8 to 17 s a search here; tests/search runs it); no precision
   variants (built and gated on accuracy before the first trial: ~10 s for the MLP, minutes for
-  MiniLM); and a p99 SLO of 1 s, met at the lowest load however busy the machine (a study the
-  README does not name keeps the name its SLO gives it). ``check`` gets a 50 % tolerance over 3
-  rounds. A workload search keeps its classes' objectives (it refuses ``--slo-p99``), and its
+  MiniLM; a pipeline's ONNX models each get ``precision: [fp32]`` in its space file, keyed by
+  model; tests/examples checks the MiniLM pipeline's capture and INT8 gate); and a p99 SLO of
+  1 s, met at the lowest load however busy the machine (a study the README does not name keeps
+  the name its SLO gives it). ``check`` gets a 50 % tolerance over 3 rounds. A workload search keeps its classes' objectives (it refuses ``--slo-p99``), and its
   capacity ramps stop at 80 req/s in all (from the default start, 20). What is under test is
   that the commands run and hand their results on, not the figures.
 
@@ -46,7 +47,8 @@ import yaml
 
 from tests.conftest import tritonserver_processes
 from tritontune.config.model_config import read_config
-from tritontune.config.pipeline import is_pipeline
+from tritontune.config.pipeline import is_pipeline, load_pipeline
+from tritontune.config.repository import ONNX_BACKEND
 from tritontune.search.optimize import default_study_name
 from tritontune.units import parse_duration
 
@@ -161,13 +163,19 @@ def small_options(sub: str, args: str, background: bool, cwd: Path, name: str) -
         load = flag(args, "--load") or config.get("load", "concurrency")
         options["--study"] = default_study_name(model, parse_duration(slo), load)
     repository = flag(args, "-r", "--model-repository") or config.get("model_repository")
-    model_config = cwd / str(repository) / str(flag(args, "-m", "--model") or config.get("model"))
-    if repository and is_pipeline(read_config(model_config / "config.pbtxt")):
-        return options  # a pipeline's space has no precision variants (and takes no --space)
+    model = str(flag(args, "-m", "--model") or config.get("model"))
     space_file = flag(args, "--space")
     space = yaml.safe_load((cwd / space_file).read_text()) if space_file else config.get("space")
+    space = dict(space or {})
+    if repository and is_pipeline(read_config(cwd / str(repository) / model / "config.pbtxt")):
+        # a pipeline's space is keyed by model: no precision variants for its ONNX models
+        for source in load_pipeline(cwd / str(repository), model).models:
+            if source.backend == ONNX_BACKEND:
+                space[source.name] = {**space.get(source.name, {}), "precision": ["fp32"]}
+    else:
+        space["precision"] = ["fp32"]
     small_space = cwd / f"space-{name}.yaml"
-    small_space.write_text(yaml.safe_dump({**(space or {}), "precision": ["fp32"]}))
+    small_space.write_text(yaml.safe_dump(space))
     options["--space"] = str(small_space)
     return options
 

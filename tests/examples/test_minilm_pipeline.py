@@ -129,3 +129,43 @@ def test_the_ensemble_embeds_text_as_onnxruntime_does(real_pipeline: RealPipelin
     assert batched.shape == (3, expected.shape[1])
     assert cosines(batched, expected[:3]).min() > 0.999
     assert tritonserver_processes(own_servers) == [], "a server was left running"
+
+
+@pytest.mark.integration
+def test_the_encoders_int8_variant_is_judged_on_the_tokenizers_real_tokens(
+    real_pipeline: RealPipeline, tmp_path: Path, own_servers: Path
+):
+    """The precision variants of a pipeline's encoder are checked on what the tokenizer sends it
+    (captured through the served pipeline), not on made-up token ids."""
+    from tritontune.config.model_config import read_config
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.measure.request_shape import RequestShape
+    from tritontune.precision.prepare import config_input_specs
+    from tritontune.serving.session import open_session
+
+    minilm = load_minilm_example()
+    entries = json.loads(real_pipeline.inputs.read_text())["data"][::8]  # 32 sentences
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"data": entries}))
+    shape = RequestShape(input_data=inputs)
+    settings = MeasureSettings(warmup_s=0.2, window_s=0.3)
+    with open_session(
+        real_pipeline.repository, real_pipeline.name, request_shape=shape, settings=settings
+    ) as session:
+        checks = session.prepare_precisions(["fp32", "int8_dynamic"], model=real_pipeline.encoder)
+
+    check = checks["int8_dynamic"]
+    assert check.accepted, check.reason
+    assert check.figures is not None and check.figures.cosine > 0.98
+    assert f"{inputs} (through {real_pipeline.tokenizer})" in check.data
+    assert check.input_data is not None
+    encoder = read_config(real_pipeline.repository / real_pipeline.encoder / "config.pbtxt")
+    captured = read_input_data(
+        check.input_data, config_input_specs(encoder), batch_size=1, batching=True
+    )
+    tokens = minilm.tokenize(sentences(inputs), minilm.model_dir())
+    assert len(captured) == len(entries)
+    for name in TOKENS:
+        got = np.concatenate([sample[name] for sample in captured])
+        np.testing.assert_array_equal(got, tokens[name], err_msg=name)
+    assert tritonserver_processes(own_servers) == [], "a server was left running"

@@ -114,3 +114,54 @@ def test_the_report_shows_where_a_requests_time_went_per_model(pipeline_study: P
     assert not data.calls  # an ensemble is not one of its own steps
     html = (tmp_path / "report.html").read_text()
     assert 'id="pipeline-steps"' in html and "bottleneck" in html
+
+
+@pytest.mark.slow  # two runs of the CLI, each starting the server: 19-23 s on 2 cores
+def test_a_space_file_fixes_one_models_knobs_while_the_others_are_searched(
+    pipeline_repository: Path, tmp_path: Path
+):
+    """``--space`` keyed by model, through the CLI on the real server: shift (the bottleneck,
+    searched alone in both trials) has its instances fixed and its queue delay narrowed, and
+    scale (not searched while shift is) keeps the instances the file fixes, which its own config
+    does not have; the same command resumes the study (its space kept as searched)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tritontune.cli import app
+    from tritontune.study.handle import TuningStudy
+
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "shift:\n  instance_count: 2\n  dynamic_batching: true\n"
+        "  max_queue_delay: {min: 1ms, max: 4ms}\n"
+        "scale:\n  instance_count: 2\n  max_batch_size: [8, 16]\n"
+    )
+    results, storage = tmp_path / "results.json", f"sqlite:///{tmp_path / 's.db'}"
+    command = [
+        "search", "-r", str(pipeline_repository), "-m", PIPELINE, "--slo-p99", "100ms",
+        "--space", str(space), "--trials", "2", "--seed", "5", "--max-load", "8",
+        "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4", "--playoff-top", "0",
+        "--storage", storage, "--study", "fixed", "--results", str(results),
+    ]  # fmt: skip
+    runner = CliRunner()
+    done = runner.invoke(app, command, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert "shift/instance_count=2" in done.output and "shift/max_queue_delay=1ms..4ms" in done.output
+    data = json.loads(results.read_text())
+    assert data["space"]["shift"]["instance_count"] == [2]
+    assert data["space"]["scale"]["max_batch_size"] == [8, 16]
+    study = TuningStudy.open_existing(storage, "fixed").read()
+    assert len(study.results) == 2 and not study.failed
+    for trial in study.results:
+        shift = trial.knobs["pipeline"]["shift"]
+        assert [g["count"] for g in shift["instance_group"]] == [2], shift
+        assert shift["dynamic_batching"] and 1000 <= shift["max_queue_delay_us"] <= 4000, shift
+        scale = trial.knobs["pipeline"]["scale"]  # its own config's but for its instances
+        assert [g["count"] for g in scale["instance_group"]] == [2], scale
+        assert scale["max_batch_size"] == 8, scale
+        assert {n for n in trial.params if not n.startswith("shift/")} == {"scale/instance_count"}
+        assert 'name: "shift"' in trial.config_pbtxt
+    again = runner.invoke(app, command, catch_exceptions=False)  # resumed: the same space
+    assert again.exit_code == 0, again.output
+    assert json.loads(results.read_text())["trials_this_run"] == 0

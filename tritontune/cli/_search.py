@@ -163,8 +163,8 @@ def search(
         typer.Option(
             parser=_space_source,
             metavar="FILE",
-            help="YAML file that fixes, narrows or widens dimensions (replaces a config file's "
-            "space: mapping).",
+            help="YAML file that fixes, narrows or widens dimensions; for a pipeline or several "
+            "models, keyed by model (replaces a config file's space: mapping).",
         ),
     ] = None,
     storage: StorageOption = DEFAULT_STORAGE,

@@ -13,8 +13,11 @@ budget split in proportion to the instances the point proposed, at least one eac
 trial unmeasured) would spend a trial of ``--trials`` on each such point and teach the sampler
 nothing (Optuna's TPE leaves failed trials out of its model), so it would go on proposing them;
 a clamped point keeps what it says (how the models split the machine) and is measured. Each
-model's own range is narrowed first to what fits beside one instance of every other model
-(:meth:`InstanceBudget.narrow`), so a point is clamped only when the models together ask too much.
+model's own range is narrowed first to what fits beside the fewest instances every other model
+may have (one, unless a space file says more: :meth:`InstanceBudget.narrow`), so a point is
+clamped only when the models together ask too much. A model whose instance count the space fixes
+keeps it when a point is clamped (the others share what it leaves), and fixed counts that do not
+fit beside the others are refused before the search (:meth:`InstanceBudget.check_fits`).
 
 Threads are not budgeted: onnxruntime's ``intra_op_thread_count`` stays each model's own knob.
 """
@@ -22,14 +25,15 @@ Threads are not budgeted: onnxruntime's ``intra_op_thread_count`` stays each mod
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.config.pipeline import PipelineVariant
 from tritontune.config.validate import TargetCapabilities
 from tritontune.enums import TextEnum
-from tritontune.search.space import Choice, Dimension, IntRange, SearchSpace
+from tritontune.errors import InputError
+from tritontune.search.space import Choice, Dimension, IntRange, SearchSpace, is_fixed
 
 #: The most instances one model's space has per GPU (``instance_count``'s range on a GPU).
 GPU_INSTANCES = 4
@@ -91,24 +95,44 @@ class InstanceBudget:
         return f"{self.available} instances in all ({where}{kept})"
 
     def narrow(self, parts: Mapping[str, SearchSpace]) -> dict[str, SearchSpace]:
-        """Each model's ``instance_count`` range capped at what fits beside one instance of every
-        other model."""
-        cap = max(self.available - (len(parts) - 1), 1)
+        """Each model's ``instance_count`` range capped at what fits beside the fewest instances
+        of every other model (:func:`fewest_instances`: one, unless its space says more)."""
+        fewest = {model: fewest_instances(space) for model, space in parts.items()}
         narrowed = {}
         for model, space in parts.items():
+            cap = max(self.available - (sum(fewest.values()) - fewest[model]), 1)
             count = space.dimensions.get("instance_count")
             capped = _capped(count, cap) if count is not None else None
             narrowed[model] = space.replace("instance_count", capped) if capped else space
         return narrowed
 
-    def clamp(self, variant: PipelineVariant) -> PipelineVariant:
+    def check_fits(self, parts: Mapping[str, SearchSpace], where: str) -> None:
+        """Refuse spaces (a space file's, named ``where``) whose fewest instances add up to more
+        than the budget: a fixed count, or a range's low end, the others could not fit beside.
+        One instance each is always allowed (as :meth:`available` allows it)."""
+        fewest = {model: fewest_instances(space) for model, space in parts.items()}
+        total = sum(fewest.values())
+        if total > max(self.available, len(parts)):
+            asked = ", ".join(f"{model} {count}" for model, count in fewest.items())
+            raise InputError(
+                f"{where}: instance_count: the models' fewest instances ({asked}) add up to "
+                f"{total}, more than they share: {self.describe()}; lower a fixed count or a "
+                "range's min"
+            )
+
+    def clamp(self, variant: PipelineVariant, keep: Collection[str] = ()) -> PipelineVariant:
         """``variant`` within the budget: unchanged when its instances fit, else the budget split
-        by the instances it proposed (a model whose variant leaves its instances to its own
-        config keeps them and counts one)."""
-        counts = {m: v.instance_count for m, v in variant.models if v.instance_count is not None}
-        fixed = len(variant.models) - len(counts)
-        units = self.available - fixed
-        if sum(counts.values()) <= units:
+        by the instances it proposed. The models in ``keep`` (their space fixes their count) keep
+        their instances, and so does a model whose variant leaves them to its own config
+        (counted as one); the others share what is left."""
+        counts = {
+            m: v.instance_count
+            for m, v in variant.models
+            if v.instance_count is not None and m not in keep
+        }
+        kept = sum(v.instance_count or 1 for m, v in variant.models if m not in counts)
+        units = self.available - kept
+        if not counts or sum(counts.values()) <= units:
             return variant
         shares = split_by_demand(units, counts)
         return PipelineVariant(
@@ -121,6 +145,23 @@ class InstanceBudget:
     def total(self, variant: PipelineVariant) -> int:
         """The instances ``variant`` sets in all (a model left to its own config counts one)."""
         return sum(v.instance_count or 1 for _, v in variant.models)
+
+
+def fewest_instances(space: SearchSpace) -> int:
+    """The fewest instances ``space`` lets its model have (one where it leaves them to the
+    model's own config)."""
+    count = space.dimensions.get("instance_count")
+    if isinstance(count, IntRange):
+        return count.low
+    if isinstance(count, Choice):
+        return min(int(v) for v in count.values)
+    return 1
+
+
+def fixed_instances(space: SearchSpace) -> bool:
+    """Whether ``space`` fixes its model's instance count (one value)."""
+    count = space.dimensions.get("instance_count")
+    return count is not None and is_fixed(count)
 
 
 def _capped(dimension: Dimension, cap: int) -> Dimension | None:

@@ -7,15 +7,31 @@ side: a point's names are ``MODEL/KNOB`` (``tokenizer/max_batch_size``), the sam
 joint space, and :meth:`PipelineSpace.to_variant` gives a
 :class:`~tritontune.config.pipeline.PipelineVariant` (a variant per model).
 
+**A space file, model by model.** A pipeline's space file (``--space``, or ``space:`` in a config
+file), like that of several models on one server (:func:`group_space`), is keyed by model, each
+value the mapping a model's own space file holds; a model it does not name keeps its default
+(:func:`apply_model_spaces`). So one model's instances may be fixed while another's are searched:
+
+.. code-block:: yaml
+
+    minilm:
+      instance_count: 1          # fixed
+      max_batch_size: [32, 64]   # at or above the entry's (32 here)
+    tokenizer:
+      dynamic_batching: false
+
+The defaults' rules hold for the file too (:func:`apply_pipeline_space`: batch sizes at or above
+the entry's; :func:`apply_group_space`: fixed instance counts within the machine's budget).
+
 **Bottleneck first.** Most of a pipeline's time is spent in one step (a transformer behind a
 tokenizer, a CNN behind an image decoder). A joint space of a dozen dimensions or more spreads a
 budget of tens of trials over knobs that cannot move the end-to-end figure: a faster tokenizer
 does not help while requests queue for the encoder. So the search starts *focused*: while the
 study has fewer than ``focus_trials`` trials, only the bottleneck's knobs are proposed (the
-others keep their own config); after that, every step's knobs are. The bottleneck is the step
-whose queue plus compute time per request was the largest in the baseline's measurement
-(:func:`tritontune.study.figures.bottleneck`), so the figure that picks it is Triton's own
-statistics for each composing model, not a guess from the model files. Searching the rest
+others keep their own config, but for what a space file fixes); after that, every step's knobs
+are. The bottleneck is the step whose queue plus compute time per request was the largest in the
+baseline's measurement (:func:`tritontune.study.figures.bottleneck`), so the figure that picks it
+is Triton's own statistics for each composing model, not a guess from the model files. Searching the rest
 jointly afterwards still lets a cheap step's batching follow the bottleneck's (a tokenizer
 batching as much as the encoder does), which the focus alone would miss.
 """
@@ -31,9 +47,20 @@ import optuna
 
 from tritontune.config.pipeline import Pipeline, PipelineVariant
 from tritontune.config.validate import TargetCapabilities
+from tritontune.config.variant import FP32
 from tritontune.errors import InputError
-from tritontune.search.instance_budget import InstanceBudget
-from tritontune.search.space import Choice, Dimension, SearchSpace, default_space
+from tritontune.search.instance_budget import InstanceBudget, fixed_instances
+from tritontune.search.space import (
+    DIMENSIONS,
+    SETTING_KEYS,
+    Choice,
+    Dimension,
+    SearchSpace,
+    SpaceSource,
+    apply_space_mapping,
+    default_space,
+    is_fixed,
+)
 
 SEPARATOR = "/"
 """Between a model's name and its knob in a point (a Triton model name never holds one: it is a
@@ -68,6 +95,9 @@ class PipelineSpace(SearchSpace):
     budget: InstanceBudget | None = None
     """The instances the models share (a group of models on one machine): a point over it is
     clamped (:mod:`tritontune.search.instance_budget`). None: each model's own range."""
+    pinned: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(model, the knobs a space file fixed for it): kept while the focus searches another
+    model alone, which otherwise leaves a model its own config (:func:`apply_pipeline_space`)."""
 
     @classmethod
     def of(
@@ -97,8 +127,12 @@ class PipelineSpace(SearchSpace):
         return knobs
 
     def within_budget(self, variant: PipelineVariant) -> PipelineVariant:
-        """``variant`` clamped to :attr:`budget` (as it is without one)."""
-        return self.budget.clamp(variant) if self.budget is not None else variant
+        """``variant`` clamped to :attr:`budget` (as it is without one); a model whose space
+        fixes its instance count keeps it."""
+        if self.budget is None:
+            return variant
+        fixed = [model for model, space in self.parts if fixed_instances(space)]
+        return self.budget.clamp(variant, keep=fixed)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -119,10 +153,27 @@ class PipelineSpace(SearchSpace):
         focused = self.focus is not None and trial.number < self.focus_trials
         for model, space in self.parts:
             if focused and model != self.focus:
-                continue  # keeps its own config while the bottleneck is searched alone
+                space = self._pins(model)  # its own config while the bottleneck is searched alone
             knobs = space.suggest(trial, prefix=prefix + knob_name(model, ""))
             point.update({knob_name(model, knob): value for knob, value in knobs.items()})
         return point
+
+    def _pins(self, model: str) -> SearchSpace:
+        """The knobs a space file fixed for ``model`` (one value each: nothing for the sampler
+        to ask): the delay and preferred sizes only where batching is fixed too, and preferred
+        sizes only with the batch size they derive from (else they would change what its own
+        config leaves alone)."""
+        part = self.part(model)
+        names = {
+            name
+            for name in dict(self.pinned).get(model, ())
+            if name in part.dimensions and is_fixed(part.dimensions[name])
+        }
+        if "dynamic_batching" not in names:
+            names -= {"max_queue_delay", "preferred_batch_size"}
+        if "max_batch_size" not in names:
+            names.discard("preferred_batch_size")
+        return SearchSpace({k: v for k, v in part.dimensions.items() if k in names})
 
     def to_variant(self, point: dict[str, Any]) -> PipelineVariant:
         knobs = self.knobs_by_model(point)
@@ -135,11 +186,8 @@ class PipelineSpace(SearchSpace):
     def replace(self, name: str, dimension: Dimension | None) -> PipelineSpace:
         model, knob = split_name(name)
         parts = {m: (s.replace(knob, dimension) if m == model else s) for m, s in self.parts}
-        return dataclasses.replace(
-            PipelineSpace.of(parts, calls=self.calls, budget=self.budget),
-            focus=self.focus,
-            focus_trials=self.focus_trials,
-        )
+        rebuilt = PipelineSpace.of(parts, calls=self.calls, budget=self.budget)
+        return dataclasses.replace(self, dimensions=rebuilt.dimensions, parts=rebuilt.parts)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -198,3 +246,140 @@ def group_space(parts: Mapping[str, SearchSpace], budget: InstanceBudget) -> Pip
     shared ``budget`` beside the others (:meth:`InstanceBudget.narrow`), and points over the budget
     clamped. No focus: each model serves classes of its own, so none is the others' bottleneck."""
     return PipelineSpace.of(budget.narrow(parts), budget=budget)
+
+
+def apply_model_spaces(
+    source: SpaceSource,
+    parts: Mapping[str, SearchSpace],
+    *,
+    owner: str,
+    untuned: Mapping[str, str] | None = None,
+) -> dict[str, SearchSpace]:
+    """``parts`` (each tuned model's space) with ``source``'s mapping of each model it names
+    applied to that model's space, as a space file of the model alone would be
+    (:func:`~tritontune.search.space.apply_space_mapping`); models it does not name keep theirs.
+
+    ``owner`` names what the models make up in errors (``pipeline``, ``group``); ``untuned``:
+    models the file may not name, each with the reason (an ensemble has no knobs of its own).
+    A model's ``accuracy_kind`` is refused (``--accuracy-kind`` is read for every model), and so
+    are precision variants where the model's space has none (a model of another backend, a
+    group's models)."""
+    return _apply_model_spaces(source, parts, owner, untuned or {})[0]
+
+
+def _apply_model_spaces(
+    source: SpaceSource, parts: Mapping[str, SearchSpace], owner: str, untuned: Mapping[str, str]
+) -> tuple[dict[str, SearchSpace], dict[str, tuple[str, ...]]]:
+    """:func:`apply_model_spaces`, and the knobs the file fixed (one value), by model."""
+    data = source.read()
+    if data is None:
+        return dict(parts), {}
+    where, models = source.where, ", ".join(parts)
+
+    def keyed(knob: str) -> str:
+        return f"a {owner}'s space is keyed by model: MODEL: {{{knob}: ...}}; models: {models}"
+
+    no_accuracy = (
+        "not read per model; give --accuracy-kind (by output name, or *), which every model's "
+        "precision checks read"
+    )
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: {keyed('instance_count')}")
+    applied, pinned = dict(parts), {}
+    for key, mapping in data.items():
+        name = str(key)
+        if name in untuned:
+            raise InputError(f"{where}: {name}: {untuned[name]}; models: {models}")
+        if name not in parts:
+            if name in SETTING_KEYS:
+                raise InputError(f"{where}: {name}: {no_accuracy}")
+            if name in DIMENSIONS:
+                raise InputError(f"{where}: {name}: {keyed(name)}")
+            raise InputError(f"{where}: {name}: not a model of the {owner}; models: {models}")
+        at = f"{where}: {name}"
+        if not isinstance(mapping, dict):
+            raise InputError(
+                f"{at}: expected a mapping of dimension names to values, e.g. "
+                f"{name}: {{instance_count: 1}}"
+            )
+        settings = [setting for setting in SETTING_KEYS if setting in mapping]
+        if settings:
+            raise InputError(f"{at}: {settings[0]}: {no_accuracy}")
+        space = apply_space_mapping(at, mapping, parts[name])
+        precision = space.dimensions.get("precision")
+        if "precision" not in parts[name].dimensions and precision not in (None, _FP32_ONLY):
+            raise InputError(
+                f"{at}: precision: {name!r} has no precision variants to search (they are built "
+                f"for the ONNX models of a pipeline on a server tritontune launched, not for a "
+                f"{owner}'s other models); fp32 alone is allowed"
+            )
+        applied[name] = space
+        pinned[name] = tuple(k for k in mapping if k in DIMENSIONS and is_fixed(space.dimensions[k]))
+    return applied, pinned
+
+
+_FP32_ONLY = Choice((str(FP32),))
+
+
+def apply_pipeline_space(source: SpaceSource, space: PipelineSpace, pipeline: Pipeline) -> PipelineSpace:
+    """``space`` (the pipeline's :func:`default_pipeline_space`) with ``source``'s changes,
+    per model (:func:`apply_model_spaces`); its calls, budget and focus are kept. The file is
+    held to the default's rules: a composing model's ``max_batch_size`` at or above the entry's,
+    a BLS model's own kept; a file that asks otherwise is refused, naming the model and why. The
+    knobs it fixes are :attr:`PipelineSpace.pinned`: a model keeps them while the search focuses
+    on another."""
+    untuned = (
+        {}
+        if pipeline.bls
+        else {
+            pipeline.name: f"{pipeline.name!r} is the ensemble: it has no knobs of its own (Triton "
+            "refuses instances or a batcher on it), its composing models are tuned"
+        }
+    )
+    parts, pinned = _apply_model_spaces(source, dict(space.parts), "pipeline", untuned)
+    for model, part in parts.items():
+        _check_batch_limit(f"{source.where}: {model}: max_batch_size", pipeline, model, part)
+    applied = PipelineSpace.of(parts, calls=space.calls, budget=space.budget)
+    return dataclasses.replace(
+        space,
+        dimensions=applied.dimensions,
+        parts=applied.parts,
+        pinned=tuple((model, knobs) for model, knobs in pinned.items() if knobs),
+    )
+
+
+def _check_batch_limit(where: str, pipeline: Pipeline, model: str, space: SearchSpace) -> None:
+    """Refuse ``model``'s batch sizes where :func:`default_pipeline_space` would not give them."""
+    sizes = space.dimensions.get("max_batch_size")
+    if not isinstance(sizes, Choice):
+        return
+    limit = pipeline.config.max_batch_size
+    if model == pipeline.name:
+        if sizes.values != (limit,):
+            raise InputError(
+                f"{where}: a BLS model's own max_batch_size is its clients' contract: it stays "
+                f"{limit} (its config's)"
+            )
+        return
+    below = [str(size) for size in sizes.values if limit > 0 and size < limit]
+    if below:
+        raise InputError(
+            f"{where}: {', '.join(below)} below the entry's max_batch_size {limit}: Triton refuses "
+            f"a pipeline that lets a client send a batch one of its models cannot take (give "
+            f"sizes of {limit} or more)"
+        )
+
+
+def apply_group_space(
+    source: SpaceSource,
+    parts: Mapping[str, SearchSpace],
+    budget: InstanceBudget,
+    *,
+    untuned: Mapping[str, str] | None = None,
+) -> PipelineSpace:
+    """:func:`group_space` of ``parts`` with ``source``'s changes per model
+    (:func:`apply_model_spaces`), applied before the instance counts are narrowed to the
+    ``budget``; fixed counts (or ranges' low ends) that do not fit it together are refused."""
+    applied = apply_model_spaces(source, parts, owner="group", untuned=untuned)
+    budget.check_fits(applied, source.where)
+    return group_space(applied, budget)

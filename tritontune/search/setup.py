@@ -15,7 +15,13 @@ from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.instance_budget import InstanceBudget, instances_of
-from tritontune.search.pipeline_space import PipelineSpace, default_pipeline_space, group_space
+from tritontune.search.pipeline_space import (
+    PipelineSpace,
+    apply_group_space,
+    apply_pipeline_space,
+    default_pipeline_space,
+    group_space,
+)
 from tritontune.search.sampler import snapping
 from tritontune.search.space import SearchSpace, SpaceSource, apply_space, default_space
 from tritontune.serving.bench import Bench
@@ -62,27 +68,21 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
 
     Precision variants are in it for an ONNX model on a server tritontune launched (a remote
     server can't be given the variant files). A pipeline's is every composing model's
-    (:mod:`tritontune.search.pipeline_space`)."""
+    (:mod:`tritontune.search.pipeline_space`), and so is a group's; their space file is keyed by
+    model, each value the mapping a model's own space file holds
+    (:func:`~tritontune.search.pipeline_space.apply_pipeline_space`,
+    :func:`~tritontune.search.pipeline_space.apply_group_space`)."""
     if isinstance(bench, ModelGroupSession):
-        if space_source is not None:
-            raise InputError(
-                f"{space_source.where}: a space for several models is not read yet; each model's "
-                "default space is searched (run without --space)"
-            )
-        return _group_space(bench, slo_p99_s)
+        return _group_space(bench, slo_p99_s, space_source)
     if isinstance(bench, PipelineSession):
-        if space_source is not None:
-            raise InputError(
-                f"{space_source.where}: a space for a pipeline is not read yet; its composing "
-                "models' default spaces are searched (run without --space)"
-            )
-        return default_pipeline_space(
+        space = default_pipeline_space(
             bench.pipeline,
             bench.info.capabilities,
             slo_p99_s=slo_p99_s,
             batch_dims_dynamic={m: bench.step_builder(m).batch_dim_dynamic for m in bench.step_models},
             precision_variants=bench.owns_server,
         )
+        return apply_pipeline_space(space_source, space, bench.pipeline) if space_source else space
     defaults = default_space(
         bench.source.base_config,
         bench.info.capabilities,
@@ -93,9 +93,12 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
     return apply_space(space_source, defaults) if space_source else defaults
 
 
-def _group_space(bench: ModelGroupSession, slo_p99_s: float) -> PipelineSpace:
-    """Each tuned model's default space (no precision variants), their instances one budget:
-    the machine's, less what the models served with their own configs run."""
+def _group_space(
+    bench: ModelGroupSession, slo_p99_s: float, space_source: SpaceSource | None
+) -> PipelineSpace:
+    """Each tuned model's default space (no precision variants) with ``space_source``'s changes,
+    their instances one budget: the machine's, less what the models served with their own configs
+    run."""
     target = bench.info.capabilities
     parts = {
         model: default_space(
@@ -107,8 +110,14 @@ def _group_space(bench: ModelGroupSession, slo_p99_s: float) -> PipelineSpace:
         for model in bench.tuned_models
     }
     own = bench.configs(Variant())
-    reserved = sum(instances_of(own[m]) for m in bench.step_models if m not in bench.tuned_models)
-    return group_space(parts, InstanceBudget.of(target, os.cpu_count() or 1, reserved))
+    untuned = [m for m in bench.step_models if m not in bench.tuned_models]
+    reserved = sum(instances_of(own[m]) for m in untuned)
+    budget = InstanceBudget.of(target, os.cpu_count() or 1, reserved)
+    if space_source is None:
+        return group_space(parts, budget)
+    tuned = ", ".join(bench.tuned_models)
+    why = f"served with its own config in this search (--model tunes {tuned} only)"
+    return apply_group_space(space_source, parts, budget, untuned=dict.fromkeys(untuned, why))
 
 
 def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:

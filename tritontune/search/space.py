@@ -14,6 +14,9 @@ config file):
     intra_op_thread_count: 1                # a single value: fixed
     preferred_batch_size: [none, max]      # "max" = prefer batches of max_batch_size
 
+A pipeline's space file, or that of several models on one server, is keyed by model, each value
+this mapping (:func:`tritontune.search.pipeline_space.apply_model_spaces`).
+
 Every point the space can produce is a valid config for the model (batching knobs only when
 batching is on, preferred sizes derived from ``max_batch_size``), so nothing invalid is sent to
 Triton; :meth:`TuningSession.build_config` still validates each one.
@@ -120,6 +123,14 @@ class IntRange:
 
 
 Dimension = Choice | IntRange
+
+
+def is_fixed(dimension: Dimension) -> bool:
+    """Whether ``dimension`` has one value (a space file fixed it, or the model allows one)."""
+    if isinstance(dimension, IntRange):
+        return dimension.low == dimension.high
+    return len(dimension.values) == 1
+
 
 #: onnxruntime graph optimization levels searched by default ("disabled" is never faster).
 DEFAULT_GRAPH_OPTIMIZATIONS = (
@@ -307,9 +318,13 @@ class SpaceSource:
 def apply_space(source: SpaceSource, defaults: SearchSpace) -> SearchSpace:
     """``defaults`` with the dimensions ``source`` names replaced (fixed, narrowed or widened)."""
     data = source.read()
-    where = source.where
-    if data is None:
-        return defaults
+    return defaults if data is None else apply_space_mapping(source.where, data, defaults)
+
+
+def apply_space_mapping(where: str, data: Any, defaults: SearchSpace) -> SearchSpace:
+    """``defaults`` with the dimensions ``data`` (a space file's mapping: one model's) names
+    replaced; its settings (:data:`SETTING_KEYS`) are left to their readers. Errors name
+    ``where`` (the file, and for a pipeline's model the model: ``space.yaml: minilm``)."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping of dimension names to values")
     unknown = sorted(set(data) - set(DIMENSIONS) - set(SETTING_KEYS))

@@ -8,7 +8,8 @@ model with its own config, then the entry (a BLS model with its tuned config; an
 it is). Every measurement also reads each tuned model's statistics at the same window edges
 (:attr:`Measurement.steps`), which is where an end-to-end request's time went, step by step (a
 BLS model's compute includes the calls it waits for). Everything else (the server, restarts,
-faults, measuring, the log) is the session's.
+faults, measuring, the log) is the session's. What is searched is every tuned model's space side
+by side (:mod:`tritontune.search.pipeline_space`; a space file changes it model by model).
 
 Precision variants of its ONNX models are built and checked on what reaches each model: the
 request data run through the steps before it (:meth:`PipelineSession.prepare_precisions`). What a
