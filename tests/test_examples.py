@@ -24,9 +24,10 @@ run from the repository root after ``make setup``. This test runs each block for
   MiniLM; a pipeline's ONNX models each get ``precision: [fp32]`` in its space file, keyed by
   model; tests/examples checks the MiniLM pipeline's capture and INT8 gate); and a p99 SLO of
   1 s, met at the lowest load however busy the machine (a study the README does not name keeps
-  the name its SLO gives it). ``check`` gets a 50 % tolerance over 3 rounds. A workload search keeps its classes' objectives (it refuses ``--slo-p99``), and its
-  capacity ramps stop at 80 req/s in all (from the default start, 20). What is under test is
-  that the commands run and hand their results on, not the figures.
+  the name its SLO gives it). ``check`` gets a 50 % tolerance over 3 rounds. A workload search
+  keeps its classes' objectives (it refuses ``--slo-p99``), and its capacity ramps stop at 80
+  req/s in all (from the default start, 20). What is under test is that the commands run and
+  hand their results on, not the figures.
 
 Then each step must have exited 0, and said or written one thing that shows it did its job
 (``expect_step``), and no server may be left running.
