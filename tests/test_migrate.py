@@ -554,7 +554,7 @@ def test_search_settings():
         "override_output_model_repository: true",
         "perf_analyzer_path: /usr/bin/perf_analyzer",
         "run_config_search_max_request_rate: 2000",
-        "bls_composing_models: [a, b]",
+        "ensemble_composing_models: [a, b]",
         "triton_docker_mounts: ['/a:/a:ro']",
         "min_throughput: 100",
     ],
@@ -564,6 +564,19 @@ def test_keys_without_a_counterpart_are_one_note_each(key: str):
     name = key.split(":")[0]
     assert len(notes_about(migration, name)) == 1
     assert migration.config == {"model_repository": "repo", "model": "mlp"}
+
+
+@pytest.mark.parametrize("value", ["a, b", "[a, b]", "[{a: {}}, {b: {}}]", "{a: {}, b: {}}"])
+def test_bls_composing_models_become_the_models_a_bls_model_calls(value: str):
+    migration = run(f"bls_composing_models: {value}\nprofile_models: chain\n")
+    assert migration.config["search"]["composing"] == ["a", "b"]
+    assert migration.config["profile"]["composing"] == ["a", "b"]
+    assert not notes_about(migration, "bls_composing_models")
+
+
+def test_bad_bls_composing_models_is_one_line():
+    with pytest.raises(InputError, match="bls_composing_models: a list of model names"):
+        run("bls_composing_models: [[a]]\nprofile_models: chain\n")
 
 
 def test_unknown_keys_are_notes_never_dropped():

@@ -84,8 +84,10 @@ _MODEL_KEYS = {*_MODEL_SCOPED, "cpu_only", "parameters", "model_config_parameter
 _NO_PERF_ANALYZER = "tritontune sends the load with its own generator (no perf_analyzer)"
 _LOAD_FOUND = "tritontune ramps the load itself from the lowest one until p99 misses the SLO"
 _BUDGET = "tritontune's budget is search.trials or search.timeout"
-_COMPOSING = (
-    "tritontune tunes one model's own config; ensembles and BLS composing models are not searched"
+_ENSEMBLE = (
+    "tritontune reads an ensemble's composing models from its ensemble_scheduling and searches "
+    "them together; settings of one composing model go in search.space, keyed by model "
+    "(MODEL: {instance_count: 1}; docs/concepts/pipelines.md)"
 )
 _CSV = "`search --csv FILE` writes Model Analyzer's inference CSV columns, fixed"
 _REPORTS = "tritontune writes a report when asked (search --report FILE, tritontune report)"
@@ -139,12 +141,12 @@ _NOT_TAKEN: dict[str, str] = {
     "use_concurrency_formula": _LOAD_FOUND,
     "concurrency_sweep_disable": "tritontune measures each config at its operating load, then "
     "re-measures the top ones in an interleaved playoff",
-    "run_config_profile_models_concurrently_enable": "tritontune tunes one model per search",
+    "run_config_profile_models_concurrently_enable": "tritontune tunes several models on one "
+    "server together when each class of a workload file names its model (search --workload)",
     "reload_model_disable": "tritontune switches configs by reloading the model (a remote server "
     "must run in explicit model-control mode)",
-    "bls_composing_models": _COMPOSING,
-    "ensemble_composing_models": _COMPOSING,
-    "cpu_only_composing_models": _COMPOSING,
+    "ensemble_composing_models": _ENSEMBLE,
+    "cpu_only_composing_models": _ENSEMBLE,
     "triton_install_path": "used by the c_api launch mode only; tritontune runs tritonserver as "
     "a process",
     "triton_metrics_url": "tritontune reads the metrics of the server it started or --url names",
@@ -185,6 +187,7 @@ _HANDLED = {
     "run_config_search_max_instance_count",
     "run_config_search_min_model_batch_size",
     "run_config_search_max_model_batch_size",
+    "bls_composing_models",
 }
 
 
@@ -286,6 +289,7 @@ class _Migrator:
         self.objectives(*scoped["objectives"])
         self.request(data, spec, where, scoped["perf_analyzer_flags"])
         self.search_settings(data)
+        self.composing(data.get("bls_composing_models"))
         self.space_from(data, spec, where)
         for key, why in _SCOPED_NOT_TAKEN.items():
             key_where, value = scoped[key]
@@ -385,6 +389,30 @@ class _Migrator:
         return scoped
 
     # --- the server ----------------------------------------------------------------------------
+
+    def composing(self, value: Any) -> None:
+        """MA's ``bls_composing_models`` (a comma list, or a list of names or of ``{name: ...}``):
+        the models a BLS model calls, which search and profile take as ``composing``."""
+        if value is None:
+            return
+        if isinstance(value, str):
+            names = [part.strip() for part in value.split(",") if part.strip()]
+        elif isinstance(value, list):
+            names = []
+            for item in value:
+                if isinstance(item, dict) and len(item) == 1:
+                    names.append(str(next(iter(item))))
+                elif isinstance(item, str) and item.strip():
+                    names.append(item.strip())
+                else:
+                    raise self.error("bls_composing_models", "a list of model names")
+        elif isinstance(value, dict):
+            names = [str(name) for name in value]
+        else:
+            raise self.error("bls_composing_models", "a comma list or a list of model names")
+        if names:
+            self.search["composing"] = names
+            self.profile["composing"] = names
 
     def launch(self, data: dict[str, Any]) -> None:
         """``triton_launch_mode`` and what goes with it: where tritonserver comes from and how
