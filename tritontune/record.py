@@ -264,8 +264,9 @@ class PipelineRecord:
     steps_load: float = 0.0
     """The load the step figures were measured at."""
     steps_figures: str = "operating point"
-    """``operating point``: at the record's operating point; ``screening``: at the search's
-    first measurement of the config (the playoff keeps no per-step figures), at ``steps_load``."""
+    """``operating point``: at the record's operating point (a playoff winner's: each figure the
+    median of its rounds); ``screening``: at the search's first measurement of the config (a
+    study whose playoff kept no per-step figures), at ``steps_load``."""
     bls: bool = False
     """The model is a BLS model whose code calls :attr:`models` (not an ensemble): its own
     config is tuned too, and ``check`` must be told which models it calls, as the search was."""

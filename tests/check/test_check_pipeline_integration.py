@@ -41,6 +41,10 @@ def test_an_exported_pipeline_is_checked_end_to_end(
     record = read_record(out / PIPELINE / RECORD_FILE)
     assert record.pipeline is not None and record.pipeline.names == STEPS
     assert record.knobs == winner.result.knobs and record.tuned_from["trial"] == winner.result.number
+    if winner.playoff is not None:  # the playoff's medians, per step, at the load it held
+        assert record.pipeline.steps_figures == "operating point"
+        assert [s.model for s in record.pipeline.steps] == list(STEPS)
+        assert record.pipeline.steps_load == winner.playoff.load
     assert not any((out / m / RECORD_FILE).exists() for m in STEPS)
 
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"

@@ -572,7 +572,13 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
             f"{_op_text(winner.point, unit)}{versus}",
             highlight=False,
         )
-        _print_steps(outcome.study.identity.model, outcome.baseline, winner.result.operating_point)
+        baseline, steps_of = outcome.baseline, "search operating point"
+        played = outcome.playoff.baseline if outcome.playoff is not None else None
+        if winner.point.steps and played is not None and played.rounds:
+            baseline = played.operating_point(outcome.slo_p99_s, outcome.load_mode)
+            steps_of = "playoff load, median of the rounds"
+        winner_point = winner.point if winner.point.steps else winner.result.operating_point
+        _print_steps(outcome.study.identity.model, baseline, winner_point, steps_of)
         console.print("its config.pbtxt:", highlight=False)
         console.print(winner.result.config_pbtxt, markup=False, highlight=False)
     elif outcome.playoff is not None and outcome.best is not None:
@@ -583,14 +589,15 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         )
 
 
-def _print_steps(entry: str, baseline: OperatingPoint | None, winner: OperatingPoint | None) -> None:
+def _print_steps(
+    entry: str, baseline: OperatingPoint | None, winner: OperatingPoint | None, steps_of: str
+) -> None:
     """A pipeline's steps at each operating point: where an end-to-end request's time went."""
     points = [(name, op) for name, op in (("baseline", baseline), ("winner", winner)) if op and op.steps]
     if not points:
         return
     table = Table(
-        title="where a request's time went, per step (Triton's statistics at each config's search "
-        "operating point)",
+        title=f"where a request's time went, per step (Triton's statistics at each config's {steps_of})",
         title_justify="left",
     )
     for column in ("config", "step", "queue ms", "compute ms", "avg batch", ""):

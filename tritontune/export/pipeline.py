@@ -197,8 +197,9 @@ def pipeline_record(
     point: OperatingPoint,
 ) -> PipelineRecord:
     """The record's ``pipeline`` section: each composing model as written, and its share of a
-    request's time where the study has it (the playoff keeps no per-step figures, so a playoff
-    winner's are the search's first measurement of the config, and the record says so)."""
+    request's time where the study has it: at the record's operating point (a playoff winner's:
+    the median of its rounds), else, for studies whose playoff kept no per-step figures, the
+    search's first measurement of the config, and the record says so."""
     screening = result.operating_point
     steps, figures, load = point.steps, "operating point", point.load
     if not steps and screening is not None:

@@ -272,6 +272,8 @@ class RoundFigure:
     """Which playoff round it was measured in, numbered across stages and extra rounds: figures
     of the same round were measured interleaved, and are compared as pairs (None: a study made
     before rounds were numbered, whose contenders pair by position)."""
+    steps: tuple[StepFigure, ...] = ()
+    """A pipeline's: each tuned model's share of a request's time in this round."""
 
     @classmethod
     def of(cls, m: Measurement, slo_p99_s: float) -> RoundFigure:
@@ -289,23 +291,28 @@ class RoundFigure:
             disturbance=m.remarks(),
             disturbed=bool(interference and interference.result_disturbed),
             gpu=m.gpu,
+            steps=tuple(StepFigure.of(model, split) for model, split in m.steps.items()),
         )
 
     def to_dict(self) -> dict:
-        return {
-            "throughput": round(self.throughput, 3),
-            "p50_ms": round(self.p50_s * 1e3, 4),
-            "p99_ms": round(self.p99_s * 1e3, 4),
-            "mean_ms": round(self.mean_s * 1e3, 4),
-            "requests": self.requests,
-            "errors": self.errors,
-            "meets_slo": self.meets_slo,
-            "stable": self.stable,
-            "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
-            "disturbance": self.disturbance,
-            "disturbed": self.disturbed,
-            "gpu": gpu_to_list(self.gpu),
-        } | ({} if self.round_number is None else {"round": self.round_number})
+        return (
+            {
+                "throughput": round(self.throughput, 3),
+                "p50_ms": round(self.p50_s * 1e3, 4),
+                "p99_ms": round(self.p99_s * 1e3, 4),
+                "mean_ms": round(self.mean_s * 1e3, 4),
+                "requests": self.requests,
+                "errors": self.errors,
+                "meets_slo": self.meets_slo,
+                "stable": self.stable,
+                "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 3),
+                "disturbance": self.disturbance,
+                "disturbed": self.disturbed,
+                "gpu": gpu_to_list(self.gpu),
+            }
+            | ({} if self.round_number is None else {"round": self.round_number})
+            | ({"steps": [step.to_dict() for step in self.steps]} if self.steps else {})
+        )
 
     @classmethod
     def from_dict(cls, data: dict) -> RoundFigure:
@@ -323,7 +330,26 @@ class RoundFigure:
             disturbed=bool(data.get("disturbed", False)),
             gpu=gpu_from_list(data.get("gpu")),
             round_number=data.get("round"),
+            steps=tuple(StepFigure.from_dict(step) for step in data.get("steps", ())),
         )
+
+
+def median_steps(rounds: Sequence[RoundFigure]) -> tuple[StepFigure, ...]:
+    """Each model's step figures over ``rounds``: the median of each figure, model by model (in
+    the order the first round lists them)."""
+    models = list(dict.fromkeys(step.model for r in rounds for step in r.steps))
+    out = []
+    for model in models:
+        figures = [step for r in rounds for step in r.steps if step.model == model]
+        out.append(
+            StepFigure(
+                model,
+                statistics.median(f.queue_s for f in figures),
+                statistics.median(f.compute_s for f in figures),
+                statistics.median(f.avg_batch_size for f in figures),
+            )
+        )
+    return tuple(out)
 
 
 def by_round(rounds: Sequence[RoundFigure]) -> dict[int, float]:
@@ -414,6 +440,7 @@ class PlayoffEntry:
                 for r in rounds
             ],
             mean_s=statistics.median([r.mean_s for r in rounds]) if rounds else None,
+            steps=median_steps(rounds),
         )
 
     def to_dict(self) -> dict:
