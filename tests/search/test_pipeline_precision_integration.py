@@ -66,6 +66,7 @@ def test_a_composing_models_variants_are_judged_on_what_the_steps_before_it_comp
         np.testing.assert_array_equal(got["INPUT"][0], sent * 2)
     assert f"{inputs} (through scale)" in dynamic.data
     assert "disjoint halves" in dynamic.data
+    assert checks["fp32"].input_data is None  # the model itself is judged on nothing
     static = checks["int8_static"]
     assert static.input_data == dynamic.input_data  # calibrated on the captured inputs too
     assert static.reason is None or "needs" not in static.reason

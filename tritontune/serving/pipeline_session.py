@@ -38,7 +38,7 @@ from tritontune.config.pipeline import (
     per_model,
 )
 from tritontune.config.repository import ModelSource, ServedModel
-from tritontune.config.variant import FP16_IO, Variant
+from tritontune.config.variant import FP16_IO, FP32, Variant
 from tritontune.errors import InputError
 from tritontune.measure.inputs import input_data_from_samples, read_input_data
 from tritontune.measure.measurement import MeasureSettings
@@ -179,7 +179,9 @@ class PipelineSession(TuningSession):
         )
         before = self._models_before(model)
         return {
-            precision: dataclasses.replace(
+            precision: check
+            if precision == FP32  # the model itself: judged on nothing
+            else dataclasses.replace(
                 check,
                 input_data=input_data if captured else None,
                 data=_described(check.data, captured, before, bls=self.pipeline.bls),
