@@ -8,8 +8,8 @@ minilm-pipeline``):
    real sentences as text) and on the encoder by itself (the same sentences tokenized,
    ``examples/minilm/inputs.json``), ``--trials`` each, under the same p99 SLO, closed loop.
    Each searches the space it has inside the pipeline (its part of the pipeline's default space:
-   a ``max_batch_size`` the ensemble accepts), so the only difference from (2) is the
-   objective. Their winners are put together as the pipeline's config.
+   a ``max_batch_size`` the ensemble accepts, the encoder's precision variants), so the only
+   difference from (2) is the objective. Their winners are put together as the pipeline's config.
 2. **End to end**: ``run_search`` on the ensemble, twice ``--trials`` (the same budget as both
    searches of (1) together), bottleneck first.
 3. Then ``--rounds`` interleaved rounds (own configs, alone-then-together, end to end; again),
@@ -147,6 +147,13 @@ def main() -> None:
     points: dict[str, list[OperatingPoint]] = {name: [] for name in contenders}
     settings = SearchSettings(slo_p99_s=slo_s, measure=ROUND_MEASURE)
     with open_session(repository, ENSEMBLE, request_shape=shape, settings=ROUND_MEASURE) as session:
+        for model in (TOKENIZER, ENCODER):  # the precision variants the winners serve
+            used = {
+                str(v.of(model).precision) for v in contenders.values() if isinstance(v, PipelineVariant)
+            }
+            used -= {"None", "fp32"}
+            if used:
+                session.prepare_precisions(sorted(used), model=model)
         for r in range(args.rounds):
             for name, variant in contenders.items():
                 point, _ = measure_operating_point(session, variant, settings)
