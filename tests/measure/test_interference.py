@@ -1,12 +1,14 @@
 """Interference detection: the probe reads real processes (a real CPU burner, no fakes)."""
 
+import os
+import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
+from tritontune.measure.client_cost import LoadThread
 from tritontune.measure.interference import (
     OTHER_CORES_LIMIT,
     Interference,
@@ -28,7 +30,7 @@ def burner(seconds: float) -> subprocess.Popen:
 
 
 def test_a_cpu_burning_process_disturbs_the_window():
-    probe = InterferenceProbe(threading.get_native_id())
+    probe = InterferenceProbe([LoadThread.current()])
     shell = burner(1.0)
     pid = int(shell.stdout.readline())  # the burner was re-parented to init: not ours
     shell.wait()
@@ -45,7 +47,7 @@ def test_a_cpu_burning_process_disturbs_the_window():
 
 
 def test_own_children_are_not_interference():
-    probe = InterferenceProbe(threading.get_native_id())
+    probe = InterferenceProbe([LoadThread.current()])
     child = subprocess.Popen([sys.executable, "-c", BURN.format(seconds=1.0)])
     time.sleep(0.8)
     counted = probe.others()  # while the child burns one core
@@ -58,7 +60,7 @@ def test_own_children_are_not_interference():
 
 
 def test_loadgen_thread_busy_is_measured():
-    probe = InterferenceProbe(threading.get_native_id())
+    probe = InterferenceProbe([LoadThread.current()])
     cpu, wall = time.thread_time(), time.monotonic()
     end = time.perf_counter() + 0.6
     while time.perf_counter() < end:  # this thread is the "load generator": busy the whole time
@@ -66,6 +68,30 @@ def test_loadgen_thread_busy_is_measured():
     busy = probe.sample().loadgen_busy
     truth = (time.thread_time() - cpu) / (time.monotonic() - wall)  # Python's own thread clock
     assert busy == pytest.approx(truth, abs=0.15) and busy > 0.1
+
+
+def test_load_worker_processes_are_ours_and_their_busy_loop_is_the_load_generators():
+    """With ``--load-processes N`` the load runs in worker processes: the probe is given their
+    event-loop threads. A worker's CPU is the load, never interference (here a process that is
+    not even our child, so only being named a load process keeps it out), and the busy figure
+    is the busiest worker loop's, not this (idle) thread's."""
+    shell = burner(10.0)
+    pid = int(shell.stdout.readline())  # re-parented to init: not our child
+    shell.wait()
+    try:
+        worker = LoadThread(pid, pid)  # its main thread stands for a worker's event loop
+        probe = InterferenceProbe([LoadThread.current(), worker])
+        time.sleep(0.8)
+        counted = probe.others()
+        window = probe.sample()
+        # the same process, not named a load worker, is another tenant (as in the test above)
+        stranger = InterferenceProbe([LoadThread.current()]).others()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    assert pid not in counted and pid in stranger
+    assert window.culprit is None or f"pid {pid}," not in window.culprit, window
+    # it burns a core (about: a busy 2-core box may give it less), this thread sleeps
+    assert window.loadgen_busy > 0.3, window
 
 
 def test_summary_says_what_happened():

@@ -13,11 +13,12 @@ from tests.measure.test_interference import BURN, burner
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.measure.arrivals import Arrival, read_arrival_trace
+from tritontune.measure.client_cost import LOOP_DEMAND_LIMIT
 from tritontune.measure.gpu_metrics import parse_gpu_metrics
 from tritontune.measure.interference import OTHER_CORES_LIMIT
+from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadEngine, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
-from tritontune.measure.mixed import ClassRequests, measure_traffic
 from tritontune.measure.perf_analyzer import measure_with_perf_analyzer
 from tritontune.measure.stats import spread
 from tritontune.measure.traffic import parse_traffic
@@ -193,6 +194,12 @@ def test_two_processes_share_a_closed_loop(session: TuningSession):
     assert m.client is not None and m.client.processes == 2
     assert m.latency.count > 0 and m.latency.p99 >= m.latency.p50 > 0
     assert m.server is not None and m.server.requests > 0
+    # The interference probe's load generator is the workers' loops, not this process's (which
+    # only merges: about a tenth of a worker's CPU): the busiest one's share of a window is
+    # at least a good part of a worker's CPU (all its threads) per window.
+    assert m.interference is not None
+    per_worker = m.client.cores / m.client.processes
+    assert m.interference.loadgen_busy >= 0.3 * per_worker, (m.interference, m.client)
     assert no_load_processes_left()
 
 
@@ -206,20 +213,81 @@ def test_two_processes_hold_an_open_loop_rate(session: TuningSession):
     assert no_load_processes_left()
 
 
+WORKLOAD = parse_traffic(
+    {
+        "classes": [
+            {"name": "a", "rate": 100, "priority": 1, "slo_p99": "500ms"},
+            {"name": "b", "rate": 200, "batch_size": 2, "priority": 2},
+        ]
+    },
+    where="test workload",
+)
+
+
 def test_two_processes_carry_a_mixed_workload(session: TuningSession):
-    """Two classes at once, each one's arrivals dealt over the two processes."""
-    session.load(Variant(max_queue_delay_us=500, instance_count=1))
-    traffic = parse_traffic(
-        {"classes": [{"name": "a", "rate": 100}, {"name": "b", "rate": 200}]}, where="test workload"
-    )
-    requests = {name: ClassRequests(session.name, session._requests) for name in ("a", "b")}
-    m = measure_traffic(session.server.endpoint(), traffic, requests, 300.0, settings=FAST, processes=2)
-    assert m.client is not None and m.client.processes == 2
-    for name, rate in (("a", 100), ("b", 200)):
+    """Two classes at once through the session (each its own requests, batch size and priority),
+    each one's arrivals dealt over the two processes: each class's figures come back merged,
+    and the level has the client's cost and verdict, as a single class's has."""
+    session.load(WORKLOAD.scheduled(Variant(max_queue_delay_us=500, instance_count=1)))
+    saved = session.load_settings
+    session.load_settings = LoadSettings(processes=2)
+    try:
+        m = session.measure_traffic(WORKLOAD, 300.0, FAST)
+    finally:
+        session.load_settings = saved
+    for name, rate, batch in (("a", 100, 1), ("b", 200, 2)):
         figures = m.figures(name)
-        assert figures.errors == {}
+        assert figures.errors == {} and figures.batch_size == batch
         assert figures.request_rate == pytest.approx(rate, rel=0.3)
+        assert figures.latency.count > 0 and figures.latency.p99 >= figures.latency.p50 > 0
+        assert len(figures.p99_windows) >= FAST.stable_windows
+    # merged exactly: every class's replies over the span are what Triton counted for it
+    split = m.server[session.name]
+    replies = sum(f.request_rate for f in m.classes) * m.span_s
+    assert split.requests == pytest.approx(replies, rel=0.2)
+    assert split.avg_batch_size >= 1.0
+    assert m.client is not None and m.client.processes == 2
+    assert m.client.windows >= FAST.stable_windows and m.client.cpu_us_per_request
+    # 300 req/s over two processes leaves them idle most of the time: not the client's figure
+    assert not m.client_bound, m.client
+    out = m.to_dict(WORKLOAD)
+    assert out["client"]["client_bound"] is False and "client_bound" not in out
+    assert m.interference is not None
     assert no_load_processes_left()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin apart")
+def test_a_starved_workload_level_is_flagged_client_bound(session: TuningSession):
+    """A workload's load generator pinned to a core five CPU burners share, at a rate that needs
+    more than that core: it falls behind its schedule, and the level is flagged client-bound by
+    the single-class rule. At 100 req/s, unpinned, it is not."""
+    session.load(WORKLOAD.scheduled(Variant(max_queue_delay_us=500, instance_count=1)))
+    calm = session.measure_traffic(WORKLOAD, 100.0, FAST)
+    assert calm.client is not None and not calm.client_bound, calm.client
+    cpu, saved = max(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    hogs = [
+        subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", BURN.format(seconds=30)])
+        for _ in range(5)
+    ]
+    try:
+        os.sched_setaffinity(0, {cpu})  # this thread (the event loop) and the threads it starts
+        # 10,000 req/s wants about a core (20-60 us of client CPU a request); it gets a sixth of
+        # one, so its arrivals fall behind, it never idles, and the server (on the other core)
+        # is not what limits it: 9 of 9 windows flagged in three runs, loop demand 0.98-1.01,
+        # lag p99 68-720 ms. (With three burners at 4,000 req/s the server, sharing the other
+        # core, fell behind first: 1 of 3 windows; at 12,000, 2 or 3 of 3.)
+        starved = session.measure_traffic(WORKLOAD, 10_000.0, FAST)
+    finally:
+        os.sched_setaffinity(0, saved)
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(f"starved workload: {starved.client}")  # for the record (pytest -s)
+    assert starved.client is not None and starved.client_bound, starved.client
+    assert starved.client.loop_demand >= LOOP_DEMAND_LIMIT
+    assert "client-bound" in (starved.remarks() or "")
+    out = starved.to_dict(WORKLOAD)
+    assert out["client_bound"] is True and out["client"]["client_bound"] is True
 
 
 def test_both_engines_measure_the_same_level_alike(session: TuningSession, tmp_path: Path):

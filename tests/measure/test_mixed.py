@@ -1,8 +1,9 @@
 """Per-class statistics of a mixed workload (tritontune.measure.mixed): a class's figures over the
 measured span from a hand-filled request log (rates, latency over the span's successes only,
 per-window p99s, rejections and queue timeouts), the verdict on each class's objective, a whole
-measurement's verdicts, goodput and report, and how Triton's scheduler messages become error
-kinds (tritontune.measure.loadgen.error_kind)."""
+measurement's verdicts, goodput and report, its client-bound verdict (the single-class rule) and
+``--load-processes auto``'s second measurement of a client-bound level, and how Triton's
+scheduler messages become error kinds (tritontune.measure.loadgen.error_kind)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from pathlib import Path
 import pytest
 
 from tritontune.measure.arrivals import Arrival, ArrivalTrace
+from tritontune.measure.client_cost import (
+    CLIENT_LAG_LIMIT_S,
+    LOOP_DEMAND_LIMIT,
+    ClientCost,
+    ClientWindow,
+)
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
     QUEUE_TIMEOUT_ERROR,
@@ -24,6 +31,7 @@ from tritontune.measure.loadgen import (
 )
 from tritontune.measure.mixed import (
     ClassFigures,
+    ClassRequests,
     TrafficMeasurement,
     _class_figures,
     _Edge,
@@ -455,3 +463,91 @@ def test_a_min_served_rate_counts_inferences():
     verdict = judge(floor, figures(latencies=[0.1] * 60, errors={QUEUE_FULL_ERROR: 40}))
     assert not verdict.met and verdict.reason == "served 480.0 infer/s < min_served 500/s"
     assert judge(floor, figures(latencies=[0.1] * 63, errors={QUEUE_FULL_ERROR: 37})).met
+
+
+# --- the load generator's own cost: a client-bound level ---------------------------------------
+
+
+#: A window where the client had no slack and it showed (loop demand and lag at their limits),
+#: and one with slack to spare.
+BOUND_WINDOW = ClientWindow(0.5, 0.48, 900, LOOP_DEMAND_LIMIT + 0.1, CLIENT_LAG_LIMIT_S * 8)
+CALM_WINDOW = ClientWindow(0.5, 0.05, 100, 0.2, 0.0004)
+
+
+def with_client(windows: Sequence[ClientWindow], processes: int = 1) -> TrafficMeasurement:
+    return dataclasses.replace(measurement(0.010), client=ClientCost.of(windows, processes))
+
+
+@pytest.mark.parametrize(
+    ("windows", "bound"),
+    [
+        ([BOUND_WINDOW, BOUND_WINDOW, CALM_WINDOW], True),
+        ([BOUND_WINDOW, CALM_WINDOW], True),  # half of them: the level is the client's in part
+        ([BOUND_WINDOW, CALM_WINDOW, CALM_WINDOW], False),  # one busy window of three is not
+        ([CALM_WINDOW] * 3, False),
+    ],
+)
+def test_a_workload_level_is_client_bound_by_the_single_class_rule(windows, bound: bool):
+    m = with_client(windows)
+    assert m.client_bound is bound
+    # the one rule: a single class's level with the same windows gets the same verdict
+    assert m.client_bound is ClientCost.of(windows).bound
+
+
+def test_a_client_bound_workload_level_says_so_in_its_json_and_remarks():
+    m = with_client([BOUND_WINDOW, BOUND_WINDOW, CALM_WINDOW], processes=2)
+    out = m.to_dict(TRAFFIC)
+    assert out["client_bound"] is True  # as a single-class level in a study says it
+    assert out["client"]["client_bound"] is True and out["client"]["processes"] == 2
+    assert out["client"]["bound_windows"] == 2 and out["client"]["windows"] == 3
+    assert "client-bound" in (out["disturbance"] or "") and "2 of 3 windows" in out["disturbance"]
+    assert m.remarks() == out["disturbance"]
+    json.dumps(out)
+
+
+def test_a_clean_workload_level_has_no_client_bound_flag():
+    out = with_client([CALM_WINDOW] * 3).to_dict(TRAFFIC)
+    assert "client_bound" not in out and out["client"]["client_bound"] is False
+    assert out["disturbance"] is None
+    assert measurement(0.010).to_dict()["client"] is None  # not looked at: no verdict
+
+
+@pytest.mark.parametrize(("limit", "tried"), [(8, [1, 2, 4]), (3, [1, 2, 3]), (None, [1])])
+def test_auto_measures_a_client_bound_workload_level_again_with_twice_the_processes(
+    monkeypatch: pytest.MonkeyPatch, limit: int | None, tried: list[int]
+):
+    """The measurement against the server is faked: client-bound below 4 load processes. With
+    ``max_processes`` (``--load-processes auto``) the level is measured again with twice as
+    many until it is clean or the cap is reached; the last one is kept."""
+    from tritontune.measure import mixed
+
+    seen: list[int] = []
+
+    async def fake(*args: object) -> TrafficMeasurement:
+        processes = args[-1]
+        assert isinstance(processes, int)
+        seen.append(processes)
+        window = BOUND_WINDOW if processes < 4 else CALM_WINDOW
+        return with_client([window] * 3, processes)
+
+    monkeypatch.setattr(mixed, "_measure", fake)
+    requests = {name: ClassRequests("m", [object()]) for name in ("interactive", "batch")}
+    m = mixed.measure_traffic("x:1", TRAFFIC, requests, 200.0, max_processes=limit)
+    assert seen == tried
+    assert m.client is not None and m.client.processes == tried[-1]
+    assert m.client_bound is (tried[-1] < 4)
+
+
+def test_a_clean_workload_level_is_measured_once_under_auto(monkeypatch: pytest.MonkeyPatch):
+    from tritontune.measure import mixed
+
+    seen: list[object] = []
+
+    async def fake(*args: object) -> TrafficMeasurement:
+        seen.append(args[-1])
+        return with_client([CALM_WINDOW] * 3, 2)
+
+    monkeypatch.setattr(mixed, "_measure", fake)
+    requests = {name: ClassRequests("m", [object()]) for name in ("interactive", "batch")}
+    mixed.measure_traffic("x:1", TRAFFIC, requests, 200.0, processes=2, max_processes=8)
+    assert seen == [2]

@@ -5,8 +5,8 @@ shed, has its surplus rejected). Checked: the capacity found is within the bisec
 of the true threshold and never a rate that failed, each rate is measured once and the levels
 come out ascending, a start above the capacity stepped down from (and an infeasible config, down
 to the floor), the cliff of a class, a shed class's saturation stopping
-the ramp (the figure is the work served, not the load offered), a ``min_served`` floor, and the
-JSON report."""
+the ramp (the figure is the work served, not the load offered), a ``min_served`` floor, a
+client-bound level stopping the walk without ever being the capacity, and the JSON report."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ from collections.abc import Callable
 
 import pytest
 
+from tritontune.measure.client_cost import ClientCost, ClientWindow
 from tritontune.measure.loadgen import QUEUE_FULL_ERROR
 from tritontune.measure.mixed import ClassFigures, TrafficMeasurement
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import ServedFloor, Traffic, TrafficClass
+from tritontune.report.workload import summary_lines
 from tritontune.search.traffic_capacity import find_traffic_capacity
 from tritontune.study.figures import CapacityFigure
 
@@ -411,6 +413,60 @@ def test_a_min_served_floor_fails_a_level_that_sheds_too_much_and_is_bisected():
     # interactive class takes request slots from batches of 8)
     assert found.served == max(m.throughput for m in found.levels if m.meets(floor))
     assert found.total_rate == 1600.0
+
+
+def client_limited_from(limit: float, measure: Callable[[float], TrafficMeasurement]):
+    """``measure``, with the load generator out of CPU from ``limit`` req/s on: those levels are
+    client-bound (every window without slack, its lag in the latencies), whatever they met."""
+    bound = ClientWindow(1.0, 0.95, 1000, 0.97, 0.016)
+    calm = ClientWindow(1.0, 0.20, 1000, 0.30, 0.001)
+
+    def wrapped(rate: float) -> TrafficMeasurement:
+        windows = [bound if rate >= limit else calm] * 3
+        return dataclasses.replace(measure(rate), client=ClientCost.of(windows))
+
+    return wrapped
+
+
+def test_a_client_bound_level_stops_the_walk_and_is_never_the_capacity():
+    """The config serves up to ~800 req/s, the client runs out of CPU at 280: the walk stops
+    there like at a missed level (no second try: measuring again gives the client no more CPU),
+    the capacity is the best level measured cleanly below it, flagged as a lower bound."""
+    measure, calls = recording(client_limited_from(280.0, modelled_server(1000.0)))
+    found = find_traffic_capacity(measure, TRAFFIC, start=70.0)
+    assert found.feasible and found.best is not None and not found.best.client_bound
+    assert found.total_rate < 280.0 and found.best.meets(TRAFFIC)
+    assert found.client_bound_at == 280.0
+    assert calls.count(280.0) == 1 and max(calls) == 280.0  # never measured above it, nor again
+    limited = [m for m in found.levels if m.client_bound]
+    assert limited and all(m.meets(TRAFFIC) for m in limited)  # it met them: still not taken
+    out = json.loads(json.dumps(found.to_dict()))
+    assert out["client_bound_at_rate_per_s"] == 280.0
+    assert [lv.get("client_bound", False) for lv in out["levels"]] == [
+        m.total_rate >= 280.0 for m in found.levels
+    ]
+    figure = found.figure()
+    assert figure.client_bound
+    assert any("client-bound" in note for note in figure.caveats())
+    assert any(line.startswith("at least: client-bound from 280 req/s") for line in summary_lines(found))
+
+
+def test_a_walk_the_client_kept_up_with_says_nothing_of_it():
+    found = find_traffic_capacity(client_limited_from(1e9, modelled_server(1000.0)), TRAFFIC, start=70.0)
+    assert found.client_bound_at is None and not found.figure().client_bound
+    assert found.figure().caveats() == []
+    assert not any("client-bound" in line for line in summary_lines(found))
+
+
+def test_a_client_bound_floor_is_the_answer_only_flagged():
+    """Client-bound down to the floor: nothing lower can be measured, so the floor's figure is
+    the answer (as a single class's walk does), flagged as the client's."""
+    found = find_traffic_capacity(
+        client_limited_from(0.0, modelled_server(1000.0)), TRAFFIC, start=70.0, min_rate=70.0
+    )
+    assert found.best is not None and found.best.client_bound and found.total_rate == 70.0
+    assert found.client_bound_at == 70.0
+    assert found.to_dict()["client_bound_at_rate_per_s"] == 70.0
 
 
 # --- the report ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import BarColumn, TextColumn
 from rich.table import Table
 
@@ -164,7 +165,12 @@ def _search_with_progress(
                 own = describe_endpoint_knobs(trial.params)
                 layout = f"one endpoint per class ({own})" if own else "one endpoint per class"
                 knobs = f"{layout}, split from: {knobs}"
-            trials.done(trial, best, eta, knobs, f"{trial.value:,.0f} infer/s served")
+            shown = f"{trial.value:,.0f} infer/s served"
+            if trial.capacity is not None and trial.capacity.client_bound:
+                shown += " [yellow]at least: client-bound above[/]"  # as a single class's
+            trials.done(trial, best, eta, knobs, shown)
+            for note in trial.capacity.caveats() if trial.capacity is not None else ():
+                err_console.print(f"  [yellow]caveat[/]: {escape(note)}", highlight=False)
 
         def final_round(round_number: int, finalist: Finalist, served: float | None) -> None:
             bar.update(task, description=f"final round {round_number}: {finalist.label}")

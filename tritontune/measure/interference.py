@@ -12,6 +12,13 @@ config's. Neither perf_analyzer nor Model Analyzer looks. At every window edge a
 - how busy the load generator's own thread was (0..1; near 1 it ran out of CPU, so the window
   measured the client as much as the server).
 
+The load generator is the event-loop threads that send the requests
+(:meth:`LoadGenerator.load_threads <tritontune.measure.loadgen.LoadGenerator.load_threads>`): this
+process's, or with ``--load-processes N`` each worker process's. The workers are tritontune's own
+(their CPU is the load, never interference, whether or not they are still this process's
+children), and the busy figure is the busiest of their loops: the parent's loop only merges what
+they report, and its figure would say nothing about the sending.
+
 A window is *disturbed* when other processes used :data:`OTHER_CORES_LIMIT` cores or more, or
 steal reached :data:`STEAL_CORES_LIMIT`. The measurement does not count a disturbed window towards
 stability and takes more windows instead (bounded, see ``MeasureSettings.extra_windows``); a
@@ -22,9 +29,12 @@ re-measured: measuring again would not give it more CPU.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psutil
+
+from tritontune.measure.client_cost import LoadThread
 
 #: Other processes using this many cores (averaged over a window) disturb it.
 OTHER_CORES_LIMIT = 0.25
@@ -140,12 +150,19 @@ class Interference:
 
 class InterferenceProbe:
     """Reads the machine's CPU accounting at window edges; :meth:`sample` gives the span since
-    the previous call. ``loadgen_thread`` is the native id of the thread that runs the load
-    generator (its CPU use tells whether the client kept up)."""
+    the previous call. ``loadgen`` are the threads that run the load generator's event loops
+    (this process's, or its load worker processes'): their processes are ours, and their CPU
+    use tells whether the client kept up."""
 
-    def __init__(self, loadgen_thread: int) -> None:
+    def __init__(self, loadgen: Sequence[LoadThread]) -> None:
         self._me = psutil.Process()
-        self._thread_id = loadgen_thread
+        self._loadgen_threads = list(loadgen)
+        self._loadgen_processes: dict[int, psutil.Process] = {}
+        for thread in self._loadgen_threads:
+            try:
+                self._loadgen_processes.setdefault(thread.pid, psutil.Process(thread.pid))
+            except psutil.Error:
+                continue
         self._at = time.monotonic()
         self._steal = _steal_seconds()
         self._loadgen = self._loadgen_seconds()
@@ -167,26 +184,36 @@ class InterferenceProbe:
             pid = max(used, key=lambda p: used[p])
             if used[pid] > 0:
                 culprit = f"{cpu[pid][2]} (pid {pid}, {used[pid] / wall:.1f} cores)"
+        start = self._loadgen
+        busiest = max((now - start[t] for t, now in loadgen.items() if t in start), default=0.0)
         window = WindowLoad(
             wall_s=wall,
             other_cores=max(0.0, sum(used.values())) / wall,
             steal_cores=max(0.0, steal - self._steal) / wall,
-            loadgen_busy=min(1.0, max(0.0, loadgen - self._loadgen) / wall),
+            loadgen_busy=min(1.0, max(0.0, busiest) / wall),
             culprit=culprit,
         )
         self._at, self._steal, self._loadgen, self._cpu = at, steal, loadgen, cpu
         return window
 
-    def _loadgen_seconds(self) -> float:
-        for thread in self._me.threads():
-            if thread.id == self._thread_id:
-                return thread.user_time + thread.system_time
-        return 0.0
+    def _loadgen_seconds(self) -> dict[LoadThread, float]:
+        """Each load-generator thread's CPU seconds so far (a thread gone is left out)."""
+        found = {}
+        for pid, process in self._loadgen_processes.items():
+            try:
+                threads = {t.id: t.user_time + t.system_time for t in process.threads()}
+            except psutil.Error:
+                continue
+            for thread in self._loadgen_threads:
+                if thread.pid == pid and thread.tid in threads:
+                    found[thread] = threads[thread.tid]
+        return found
 
     def others(self) -> dict[int, tuple[float, float, str]]:
         """By pid, the CPU seconds, start time and name of every process that is neither ours
         nor a server: the ones a window counts."""
-        ours = {self._me.pid} | {child.pid for child in _children(self._me)}
+        # the load workers are ours even where they are not (or no longer) our children
+        ours = {self._me.pid, *self._loadgen_processes} | {c.pid for c in _children(self._me)}
         found = {}
         for process in psutil.process_iter(["name", "cpu_times", "create_time"]):
             info = process.info

@@ -19,6 +19,12 @@ controller (windows, stability, Triton's statistics over its own connection).
   a controller calls :meth:`LoadGenerator.settle` before taking an edge. Lag samples (send lags,
   loop lags) are keyed by the watermark of the batch that carried them: a window may get a lag
   sample up to one flush interval late, the latencies themselves are exact.
+* **Several classes.** A workload's classes are streams like any other: every worker gets each
+  class's own share (its requests, its priority in them, its own arrival schedule dealt round
+  robin with its own seed), and the merged records go to that class's log.
+* **Auto.** ``--load-processes auto`` (:func:`measure_with_processes`): a level measured
+  client-bound is measured again with twice the processes, up to :func:`auto_processes_limit`;
+  the same step for a single class and for a workload.
 * **Lifetime.** Workers are daemonic spawned processes (never forked from a process with gRPC
   threads), stopped and joined (then terminated, killed) on every exit path, and they stop by
   themselves when the parent goes away (pipe closed or parent pid changed). A worker's error comes
@@ -39,7 +45,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tritontune.errors import TritonTuneError
 from tritontune.measure.client_cost import LoadThread
@@ -73,6 +79,31 @@ def auto_processes_limit(server_is_local: bool) -> int:
     threads serve every request, so taking all cores would slow the server being measured)."""
     cores = os.cpu_count() or 1
     return max(1, cores - 1) if server_is_local else cores
+
+
+class ClientVerdict(Protocol):
+    """A measured level that says whether the load generator limited it (a single class's
+    ``Measurement``, a workload's ``TrafficMeasurement``)."""
+
+    @property
+    def client_bound(self) -> bool: ...
+
+
+Level = TypeVar("Level", bound=ClientVerdict)
+
+
+def measure_with_processes(
+    measure: Callable[[int], Level], processes: int, max_processes: int | None
+) -> Level:
+    """``measure(processes)``, and with ``max_processes`` (``--load-processes auto``) again with
+    twice as many processes while the level is client-bound, up to ``max_processes``: the last
+    measurement is kept (its ``client.processes`` says how many measured it). Measuring again
+    with as many would not help: the client gets no more CPU; more processes may."""
+    while True:
+        level = measure(processes)
+        if max_processes is None or not level.client_bound or processes >= max_processes:
+            return level
+        processes = min(2 * processes, max_processes)
 
 
 def split_concurrency(concurrency: int, processes: int) -> list[int]:

@@ -16,7 +16,6 @@ import bisect
 import contextlib
 import dataclasses
 import gc
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -34,6 +33,7 @@ from tritontune.measure.gpu_metrics import (
     summarize,
 )
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
+from tritontune.measure.load_processes import measure_with_processes
 from tritontune.measure.loadgen import (
     LoadEngine,
     LoadGenerator,
@@ -151,11 +151,7 @@ class Measurement:
     def remarks(self) -> str | None:
         """What the user should know about how this figure was taken: the machine disturbed, the
         client limiting it (None: nothing to say)."""
-        said = [
-            self.interference.describe() if self.interference else None,
-            self.client.describe() if self.client else None,
-        ]
-        return "; ".join(text for text in said if text) or None
+        return remarks(self.interference, self.client)
 
     @property
     def error_count(self) -> int:
@@ -231,26 +227,26 @@ def measure_load(
     ``client.processes`` says how many measured it). ``step_models`` (``model`` is an ensemble):
     its composing models, whose statistics are read at the same window edges
     (:attr:`Measurement.steps`)."""
-    settings = settings or MeasureSettings()
-    while True:
+    chosen = settings or MeasureSettings()
+
+    def once(count: int) -> Measurement:
         with no_gc_pauses():
-            result = asyncio.run(
+            return asyncio.run(
                 _measure(
                     endpoint,
                     model,
                     requests,
                     load,
                     batch_size,
-                    settings,
+                    chosen,
                     seed,
                     metrics_url,
-                    processes,
+                    count,
                     step_models=step_models,
                 )
             )
-        if max_processes is None or not result.client_bound or processes >= max_processes:
-            return result
-        processes = min(2 * processes, max_processes)
+
+    return measure_with_processes(once, processes, max_processes)
 
 
 @contextlib.contextmanager
@@ -301,7 +297,6 @@ async def _measure(
     client: list[ClientWindow] = []
     gpu_scrapes: list[tuple[float, tuple[GpuReading, ...]]] = []
     started = time.perf_counter()
-    loop_thread = threading.get_native_id()  # the load generator's thread
 
     def lags(log: RequestLog) -> list[float]:
         return log.send_lag if load.mode == LoadMode.RATE else generator.loop_lag
@@ -324,9 +319,10 @@ async def _measure(
         deadline = started + settings.time_cap()
         await asyncio.sleep(settings.warmup_s)
         probe = None
+        threads = generator.load_threads()  # this loop's thread, or each load worker's
         if settings.detect_interference:
-            probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        client_probe = ClientProbe(generator.load_threads())
+            probe = await asyncio.to_thread(InterferenceProbe, threads)
+        client_probe = ClientProbe(threads)
         at = time.perf_counter()
         await generator.settle(at)
         edges.append(_Edge(at, _index(log, at), await snapshot(transport), len(lags(log))))
@@ -455,6 +451,16 @@ def _summarize(
         error_examples={kind: log.error_examples.get(kind, "") for kind in errors},
         steps=steps,
     )
+
+
+def remarks(interference: Interference | None, client: ClientCost | None) -> str | None:
+    """One line of what a level's checks said (the machine disturbed, the client limiting it),
+    or None: a single class's level and a workload's say it alike."""
+    said = [
+        interference.describe() if interference else None,
+        client.describe() if client else None,
+    ]
+    return "; ".join(text for text in said if text) or None
 
 
 def meets_slo(m: Measurement, slo_p99_s: float) -> bool:

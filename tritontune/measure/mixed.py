@@ -9,14 +9,16 @@ never flattered by a slow client), rejections (admission control) and queue time
 apart from other failures. The span is extended window by window until every class has
 ``min_window_requests`` answers in it (a p99 of a handful of requests is its maximum), up to the
 level's time cap. Per-window p99s give each class's spread, and the machine's interference is
-sampled per window as for one class.
+sampled per window as for one class. So is the load generator's own cost
+(:mod:`tritontune.measure.client_cost`): a level the client limited is flagged client-bound by the
+same rule as a single class's (:attr:`TrafficMeasurement.client_bound`), and with
+``--load-processes auto`` it is measured again with more load processes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -27,6 +29,7 @@ import numpy as np
 
 from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
+from tritontune.measure.load_processes import measure_with_processes
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
     QUEUE_TIMEOUT_ERROR,
@@ -36,7 +39,13 @@ from tritontune.measure.loadgen import (
     RequestLog,
     Stream,
 )
-from tritontune.measure.measurement import MAX_ERROR_RATE, MeasureSettings, ServerSplit, no_gc_pauses
+from tritontune.measure.measurement import (
+    MAX_ERROR_RATE,
+    MeasureSettings,
+    ServerSplit,
+    no_gc_pauses,
+    remarks,
+)
 from tritontune.measure.stats import LatencyStats, spread
 from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.server.client import ModelStatsSnapshot
@@ -198,6 +207,11 @@ class TrafficMeasurement:
         """The load generator, not the server, limited this level (:mod:`client_cost`)."""
         return self.client is not None and self.client.bound
 
+    def remarks(self) -> str | None:
+        """What the user should know about how this level was taken: the machine disturbed, the
+        client limiting it (None: nothing to say), as :meth:`Measurement.remarks` says it."""
+        return remarks(self.interference, self.client)
+
     def figures(self, name: str) -> ClassFigures:
         for figures in self.classes:
             if figures.name == name:
@@ -232,7 +246,10 @@ class TrafficMeasurement:
             "server": {model: asdict(split) for model, split in self.server.items()},
             "interference": self.interference.to_dict() if self.interference else None,
             "client": self.client.to_dict() if self.client else None,
+            "disturbance": self.remarks(),
         }
+        if self.client_bound:  # as a single-class level says it (only when true)
+            out = {"client_bound": True} | out
         if traffic is not None:
             rates = traffic.rates(self.total_rate)
             for entry in out["classes"]:
@@ -255,18 +272,25 @@ def measure_traffic(
     settings: MeasureSettings | None = None,
     seed: int | None = None,
     processes: int = 1,
+    max_processes: int | None = None,
 ) -> TrafficMeasurement:
     """Measure every class of ``traffic`` at ``total_rate`` req/s in all (blocking).
 
     ``requests`` holds each class's prepared requests (for ``endpoint``'s protocol). The load
     comes from ``processes`` processes (:mod:`load_processes`: each class's arrivals dealt
-    over them)."""
-    settings = settings or MeasureSettings()
+    over them); with ``max_processes`` (``--load-processes auto``), a level found client-bound
+    is measured again with twice as many, up to ``max_processes``, as a single class's level
+    is (:func:`load_processes.measure_with_processes`)."""
+    chosen = settings or MeasureSettings()
     missing = [c.name for c in traffic.classes if c.name not in requests]
     if missing:
         raise ValueError(f"no requests prepared for the class {missing[0]!r}")
-    with no_gc_pauses():
-        return asyncio.run(_measure(endpoint, traffic, requests, total_rate, settings, seed, processes))
+
+    def once(count: int) -> TrafficMeasurement:
+        with no_gc_pauses():
+            return asyncio.run(_measure(endpoint, traffic, requests, total_rate, chosen, seed, count))
+
+    return measure_with_processes(once, processes, max_processes)
 
 
 @dataclass
@@ -303,7 +327,6 @@ async def _measure(
     loads: list[WindowLoad] = []
     client: list[ClientWindow] = []
     started = time.perf_counter()
-    loop_thread = threading.get_native_id()
 
     async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
         at = time.perf_counter()
@@ -322,9 +345,10 @@ async def _measure(
     async def controller(streams: list[Stream], transport: LoadTransport) -> None:
         await asyncio.sleep(settings.warmup_s)
         probe = None
+        threads = generator.load_threads()  # this loop's thread, or each load worker's
         if settings.detect_interference:
-            probe = await asyncio.to_thread(InterferenceProbe, loop_thread)
-        client_probe = ClientProbe(generator.load_threads())
+            probe = await asyncio.to_thread(InterferenceProbe, threads)
+        client_probe = ClientProbe(threads)
         edges.append(await edge(streams, transport))
         deadline = started + settings.time_cap()
         while True:

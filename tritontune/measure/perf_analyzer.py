@@ -62,6 +62,7 @@ from tritonclient.utils import deserialize_bytes_tensor
 
 from tritontune.errors import InputError, ServerError
 from tritontune.measure.arrivals import Arrival, arrival_gaps
+from tritontune.measure.client_cost import LoadThread
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
 from tritontune.measure.loadgen import LoadEngine, LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, ServerSplit
@@ -393,7 +394,7 @@ class _PerfAnalyzerProbe(InterferenceProbe):
         except psutil.Error:
             self._pa = None
         self._threads = self._thread_seconds()
-        super().__init__(threading.get_native_id())
+        super().__init__([LoadThread.current()])
 
     def _thread_seconds(self) -> dict[int, float]:
         try:

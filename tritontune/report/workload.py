@@ -139,6 +139,12 @@ def summary_lines(capacity: TrafficCapacity, headroom: float = DEFAULT_HEADROOM)
             f"{capacity.total_rate:,.0f} req/s offered"
         )
         lines += model_lines(capacity)
+    if capacity.client_bound_at is not None:  # as a single-class operating point says it
+        lines.append(
+            f"at least: client-bound from {capacity.client_bound_at:,.0f} req/s (the load "
+            "generator, not the config, limited that level, so the walk stopped there; add load "
+            "processes: --load-processes)"
+        )
     for c in capacity.traffic.classes:
         if c.objective != ClassObjective.LATENCY:
             continue

@@ -363,7 +363,9 @@ class TuningSession:
     ) -> TrafficMeasurement:
         """Measure every class of ``traffic`` at once, at ``total_rate`` req/s in all (each
         class its share, its own requests and priority): against the loaded config, or, after
-        :meth:`load_endpoints`, each class against the endpoint named after it."""
+        :meth:`load_endpoints`, each class against the endpoint named after it. With
+        ``--load-processes auto`` a client-bound level is measured again with more load
+        processes, as in :meth:`measure`."""
         if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
             raise InputError(
                 "--load-engine perf_analyzer measures one class of traffic at a time; a "
@@ -383,6 +385,7 @@ class TuningSession:
             settings=settings or self.settings,
             seed=self.request_shape.seed,
             processes=self.load_settings.processes or 1,
+            max_processes=self._auto_processes(),
         )
         self.server.check_alive()
         return measurement

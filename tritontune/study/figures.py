@@ -630,6 +630,12 @@ class CapacityFigure:
         """The load generator limited a level: the capacity is a lower bound."""
         return self.detail.get("client_bound_at_rate_per_s") is not None
 
+    def caveats(self) -> list[str]:
+        """What the interference and client checks said of its levels, each said once (as a
+        single-class trial's levels' ``disturbance``)."""
+        said = (level.get("disturbance") for level in self.detail.get("levels") or ())
+        return sorted({text for text in said if text})
+
     def to_dict(self) -> dict[str, Any]:
         return dict(self.detail) or {
             "feasible": self.feasible,
