@@ -12,8 +12,9 @@ and percentiles: the reference).
     load workers -- over the requests Triton counted). Targets: tritontune >= 0.7x perf_analyzer's
     rate; client CPU per request <= 2x perf_analyzer's.
 (b) p50 and p99 on the example model at concurrency 1, 4, 16, in ``--rounds`` interleaved rounds
-    (the engines' order rotates each round): median [min-max]. Target: p99 within 10 % of
-    perf_analyzer's.
+    (the engines' order rotates each round): median [min-max], with the machine's load over each
+    level (1-minute load average, and the cores other processes used: the machine is shared).
+    Target: p99 within 10 % of perf_analyzer's. ``--engines`` picks which engines run.
 (c) A starved generator: asyncio x1 with its event loop pinned to a core that three CPU burners
     share, at concurrency 64 on the example model: the level must be flagged client-bound.
 
@@ -21,7 +22,12 @@ Needs perf_analyzer from ``tritonclient[all]==2.51.0`` (in the dev extras), Debi
 and ``nvidia-cuda-runtime-cu12`` (see ../shared/triton-local.md). Prints tables; ``--json FILE``
 keeps the numbers.
 
-    python bench/loadgen.py [--concurrency 1,4,16] [--rate-concurrency 8,32,128] [--rounds 3]
+    PYTHONPATH=. python bench/loadgen.py [--concurrency 1,4,16] [--rate-concurrency 8,32,128]
+        [--rounds 3] [--engines "asyncio x1,perf_analyzer"] [--skip-rate] [--skip-starved]
+        [--model-repository examples/minilm/model_repository --model minilm
+         --input-data examples/minilm/inputs.json]
+
+(``PYTHONPATH=.``: this checkout's tritontune, not whichever one the venv installed.)
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import tritonclient.grpc as grpcclient
 
 from tritontune.config.model_config import parse_config_text, write_config
@@ -46,14 +53,19 @@ from tritontune.config.repository import WorkingRepository, load_model_source
 from tritontune.config.variant import Variant, apply_variant
 from tritontune.measure.inputs import build_requests, input_specs, synthesize_payloads
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
+from tritontune.measure.measurement import (
+    Measurement,
+    MeasureSettings,
+    ServerSplit,
+    measure_load,
+)
 from tritontune.measure.perf_analyzer import (
     find_perf_analyzer,
     measure_with_perf_analyzer,
     perf_analyzer_env,
 )
 from tritontune.measure.request_shape import RequestShape, prepare_requests
-from tritontune.server.client import snapshot_from_statistics
+from tritontune.server.client import ModelStatsSnapshot, snapshot_from_statistics
 from tritontune.server.local import LocalTritonLauncher
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,10 +107,10 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
 
 
-def served(url: str, model: str) -> int:
-    """Requests Triton has answered for ``model`` so far."""
+def served(url: str, model: str) -> ModelStatsSnapshot:
+    """Triton's counters for ``model`` so far (requests answered, their queue and compute time)."""
     with grpcclient.InferenceServerClient(url) as client:
-        return snapshot_from_statistics(client.get_inference_statistics(model)).success_count
+        return snapshot_from_statistics(client.get_inference_statistics(model))
 
 
 def perf_analyzer_alone(
@@ -153,7 +165,9 @@ def run_engine(
     workdir: Path,
     input_data: Path | None = None,
 ) -> dict[str, Any]:
-    """One level by ``engine``: rate, p50/p99 (s), client CPU us per request Triton answered."""
+    """One level by ``engine``: rate, p50/p99 (s), client CPU us per request Triton answered, and
+    what the server spent per request meanwhile (queue, compute: Triton's own statistics over the
+    whole level), to tell a slower server from a client that stamps late."""
     cpu, answered = cpu_seconds(), served(url, model)
     if engine == "perf_analyzer":
         out = perf_analyzer_alone(url, model, concurrency, workdir, input_data)
@@ -174,8 +188,11 @@ def run_engine(
             "stable": m.stable,
             "client_bound": m.client_bound,
         }
-    count = served(url, model) - answered
+    split = ServerSplit.from_delta(served(url, model) - answered)
+    count = split.requests
     out["cpu_us_per_request"] = (cpu_seconds() - cpu) / count * 1e6 if count else None
+    out["server_queue_ms"] = split.avg_queue_s * 1e3
+    out["server_compute_ms"] = split.avg_compute_s * 1e3
     return out
 
 
@@ -196,6 +213,38 @@ def starved(url: str, model: str, requests: list[Any]) -> Measurement:
             burner.wait()
 
 
+def other_cores() -> float:
+    """Cores other processes used since the last call: the machine's busy time (/proc/stat) less
+    this process's and its children's (the server and its stubs, perf_analyzer, load workers;
+    those that ended counted through their parent's wait)."""
+    global _last_stat
+    with open("/proc/stat") as handle:
+        fields = [int(v) for v in handle.readline().split()[1:]]
+    busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    now = (time.monotonic(), busy, _our_cpu())
+    before, _last_stat = _last_stat, now
+    if before is None:
+        return 0.0
+    wall = max(now[0] - before[0], 1e-6)
+    return max(0.0, (now[1] - before[1]) - (now[2] - before[2])) / wall
+
+
+def _our_cpu() -> float:
+    me = psutil.Process()
+    own = me.cpu_times()
+    total = own.user + own.system + own.children_user + own.children_system
+    for child in me.children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+_last_stat: tuple[float, float, float] | None = None
+
+
 def interval(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
@@ -214,7 +263,13 @@ def main() -> None:
     parser.add_argument("--input-data", type=Path, help="its requests (perf_analyzer's format)")
     parser.add_argument("--skip-rate", action="store_true", help="leave out (a)")
     parser.add_argument("--skip-starved", action="store_true", help="leave out (c)")
+    parser.add_argument(
+        "--engines", default=",".join(ENGINES), help=f"a subset of: {', '.join(ENGINES)}"
+    )
     args = parser.parse_args()
+    engines = tuple(e.strip() for e in args.engines.split(","))
+    if "perf_analyzer" not in engines or not set(engines) <= set(ENGINES):
+        parser.error(f"--engines: a subset of {', '.join(ENGINES)} with perf_analyzer in it")
     p99_levels = [int(v) for v in args.concurrency.split(",")]
     rate_levels = [] if args.skip_rate else [int(v) for v in args.rate_concurrency.split(",")]
     model = args.model
@@ -255,18 +310,18 @@ def main() -> None:
 
         if rate_levels:
             print("\n(a) highest sustained request rate, trivial model (closed loop); client CPU")
-            print(f"{'concurrency':>12} " + " ".join(f"{e:>24}" for e in ENGINES))
+            print(f"{'concurrency':>12} " + " ".join(f"{e:>24}" for e in engines))
             for c in rate_levels:
-                row = {engine: level(engine, "identity", c) for engine in ENGINES}
+                row = {engine: level(engine, "identity", c) for engine in engines}
                 results["max_rate"][c] = row
                 cells = []
-                for engine in ENGINES:
+                for engine in engines:
                     r = row[engine]
                     flag = "*" if r.get("client_bound") else ""
                     cpu = r["cpu_us_per_request"]
                     cells.append(f"{r['rate']:>9,.0f}/s {cpu or 0:>6.0f} us{flag:1}")
                 print(f"{c:>12} " + " ".join(f"{cell:>24}" for cell in cells))
-            best = {e: max(results["max_rate"][c][e]["rate"] for c in rate_levels) for e in ENGINES}
+            best = {e: max(results["max_rate"][c][e]["rate"] for c in rate_levels) for e in engines}
             pa_rate = best["perf_analyzer"]
             cpu_of = {
                 e: min(
@@ -274,10 +329,10 @@ def main() -> None:
                     for r in (results["max_rate"][c][e] for c in rate_levels)
                     if r["cpu_us_per_request"]
                 )
-                for e in ENGINES
+                for e in engines
             }
             results["best_rate"], results["cpu_us_per_request"] = best, cpu_of
-            for e in ENGINES[:-1]:
+            for e in (e for e in engines if e != "perf_analyzer"):
                 ratio, cpu_ratio = best[e] / pa_rate, cpu_of[e] / cpu_of["perf_analyzer"]
                 print(
                     f"{e}: best {best[e]:,.0f} req/s = {ratio:.2f}x perf_analyzer's {pa_rate:,.0f} "
@@ -289,26 +344,55 @@ def main() -> None:
             print("(* client-bound: the level's figure is the client's)")
 
         print(f"\n(b) p50 / p99 ms on {model} {EXAMPLE_VARIANT.to_dict()}, ")
-        print(f"    {args.rounds} interleaved rounds, median [min-max]")
+        print(f"    {args.rounds} interleaved rounds, median [min-max]; server queue+compute: Triton's")
+        print("    mean per request over each level; client CPU per request as in (a) (medians)")
         worst: dict[str, float] = {}
+        results["load"] = {}
         for c in p99_levels:
-            runs: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
+            load_before, _ = os.getloadavg()[0], other_cores()
+            runs: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
             for n in range(args.rounds):
-                order = ENGINES[n % len(ENGINES) :] + ENGINES[: n % len(ENGINES)]
+                order = engines[n % len(engines) :] + engines[: n % len(engines)]
                 for engine in order:
                     runs[engine].append(level(engine, model, c))
+            others, load_after = other_cores(), os.getloadavg()[0]
+            results["load"][c] = {
+                "loadavg_1min": [load_before, load_after],
+                "other_processes_cores": others,
+            }
+            print(
+                f"  c={c:<3} machine: load average {load_before:.2f} -> {load_after:.2f}, "
+                f"other processes {others:.2f} cores over the level"
+            )
             reference = statistics.median(r["p99"] for r in runs["perf_analyzer"])
             results["p99"][c] = {}
-            for engine in ENGINES:
+            for engine in engines:
                 p50 = [r["p50"] * 1e3 for r in runs[engine]]
                 p99 = [r["p99"] * 1e3 for r in runs[engine]]
+                server = [r["server_queue_ms"] + r["server_compute_ms"] for r in runs[engine]]
                 diff = statistics.median(p99) / (reference * 1e3) - 1
                 if engine != "perf_analyzer":
                     worst[engine] = max(worst.get(engine, 0.0), abs(diff))
-                results["p99"][c][engine] = {"p50_ms": p50, "p99_ms": p99, "p99_vs_pa": diff}
+                compute = [r["server_compute_ms"] for r in runs[engine]]
+                cpu = [r["cpu_us_per_request"] or 0.0 for r in runs[engine]]
+                rate = [r["rate"] for r in runs[engine]]
+                results["p99"][c][engine] = {
+                    "p50_ms": p50,
+                    "p99_ms": p99,
+                    "p99_vs_pa": diff,
+                    "server_queue_ms": [r["server_queue_ms"] for r in runs[engine]],
+                    "server_compute_ms": compute,
+                    "client_cpu_us_per_request": cpu,
+                    "rate": rate,
+                }
                 print(
                     f"  c={c:<3} {engine:>14}: p50 {interval(p50)}  p99 {interval(p99)}"
                     + ("" if engine == "perf_analyzer" else f"  ({diff:+.1%} vs perf_analyzer)")
+                )
+                print(
+                    f"  {'':20}server queue+compute {statistics.median(server):.2f} ms (compute "
+                    f"{statistics.median(compute):.2f}), client {statistics.median(cpu):.0f} us "
+                    f"CPU/request, {statistics.median(rate):,.0f} req/s"
                 )
         results["p99_worst_diff"] = worst
         for engine, diff in worst.items():

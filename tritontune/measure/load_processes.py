@@ -13,7 +13,8 @@ controller (windows, stability, Triton's statistics over its own connection).
 * **Payloads built once.** The parent serializes the prepared requests (protobuf bytes for gRPC,
   a pickle for HTTP) and each worker parses them: no tensor is rebuilt from numpy per process.
 * **Merging exactly.** Workers send their raw records every :data:`FLUSH_EVERY_S` with a
-  *watermark* (their clock when sent: nothing they send later completed before it). The parent
+  *watermark* (their clock, taken before they let the replies stamped by then be recorded:
+  nothing they send later completed before it). The parent
   appends to each stream's :class:`RequestLog` only the records completed by the lowest watermark,
   merged by completion time, so the logs stay in completion order and windows stay index slices;
   a controller calls :meth:`LoadGenerator.settle` before taking an edge. Lag samples (send lags,
@@ -268,9 +269,9 @@ async def _worker(plan: WorkerPlan, conn: Any) -> None:
     sent = {position: [0, 0, 0] for position, _ in streams}  # records, send lags, scheduled
     lag_sent = 0
 
-    def batch(final: bool) -> Batch:
+    def batch(final: bool, watermark: float = math.inf) -> Batch:
         nonlocal lag_sent
-        out = Batch(plan.index, math.inf if final else time.perf_counter(), {}, final=final)
+        out = Batch(plan.index, math.inf if final else watermark, {}, final=final)
         for position, stream in streams:
             log, marks = stream.log, sent[position]
             n, lags, scheduled = len(log), len(log.send_lag), len(log.scheduled)
@@ -291,7 +292,11 @@ async def _worker(plan: WorkerPlan, conn: Any) -> None:
     async def control(_streams: list[Stream], _transport: LoadTransport) -> None:
         while True:
             await asyncio.sleep(FLUSH_EVERY_S)
-            conn.send(("batch", batch(False)))
+            # The watermark is a time every reply stamped before it has been recorded by: the
+            # records of replies stamped in this turn are one turn away (LoadGenerator.settle).
+            watermark = time.perf_counter()
+            await generator.settle(watermark)
+            conn.send(("batch", batch(False, watermark)))
             try:
                 stop = conn.poll()
             except (EOFError, OSError):

@@ -16,6 +16,15 @@ same whatever the protocol.
   the rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
   visible as such.
 
+**Where latency is stamped.** A latency is the time between two stamps the transport takes as
+close to the wire as its client library lets it see (:class:`Reply`). Over gRPC: the send stamp is
+taken by the request serializer, which grpc.aio calls in the call's own task immediately before
+it starts the send (not when the worker asked: that task runs one event-loop turn later, behind
+whatever else is ready), and the reply stamp by the call's done callback, which runs when the
+status is processed, one turn before the awaiting worker resumes (and, at high concurrency, before
+the other workers' sends queued in that turn). This is what perf_analyzer measures too: from just
+before the send to its completion callback. Over HTTP the stamps are taken around the await.
+
 Every run is bounded in time and in requests. Where one process cannot send fast enough, the load
 can come from several worker processes (``processes``; :mod:`tritontune.measure.load_processes`),
 their records merged exactly into the same logs.
@@ -24,6 +33,7 @@ their records merged exactly into the same logs.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import threading
 import time
@@ -31,7 +41,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
@@ -84,6 +94,8 @@ QUEUE_TIMEOUT_ERROR = "QUEUE_TIMEOUT"
 SCHEDULER_ERRORS = (QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR)
 #: Closed loop: how often the event loop's own lag is sampled (:attr:`LoadGenerator.loop_lag`).
 LOOP_LAG_EVERY_S = 0.01
+#: The gRPC method every inference goes to (tritonclient's stub calls the same).
+MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 
 
 def error_kind(kind: str, message: str) -> str:
@@ -151,8 +163,8 @@ class LoadSpec:
 
 @dataclass
 class RequestLog:
-    """What happened to each request, in completion order (the event loop is single-threaded,
-    so completion times only grow and a window is a slice of these lists)."""
+    """What happened to each request, sorted by completion time (:meth:`record` keeps it so),
+    so a window is a slice of these lists."""
 
     done_at: list[float] = field(default_factory=list)
     latency: list[float] = field(default_factory=list)
@@ -164,6 +176,16 @@ class RequestLog:
     """The first message seen for each error kind, to show the user what went wrong."""
 
     def record(self, done_at: float, latency: float, error: str | None) -> None:
+        """Add one request. Records come in completion order (the transport's reply stamps are
+        taken in the order the replies are processed, and recorded in that order), save an
+        open-loop arrival refused at once while an earlier reply's record is one event-loop turn
+        away: such a record is put in its place, so the log stays sorted by ``done_at``."""
+        if self.done_at and done_at < self.done_at[-1]:
+            at = bisect.bisect_right(self.done_at, done_at)
+            self.done_at.insert(at, done_at)
+            self.latency.insert(at, latency)
+            self.error.insert(at, error)
+            return
         self.done_at.append(done_at)
         self.latency.append(latency)
         self.error.append(error)
@@ -227,12 +249,24 @@ def arrival_times(
             yield due
 
 
+class Reply(NamedTuple):
+    """What became of one request, stamped by the transport (``time.perf_counter()``)."""
+
+    error: str | None
+    """None on success, else the error kind."""
+    sent_at: float
+    """When the request was handed to the wire (as close to it as the client library shows)."""
+    done_at: float
+    """When its reply (or failure) was known (likewise)."""
+
+
 class LoadTransport(ABC):
     """Sends prepared requests over one protocol and reads the model's statistics meanwhile."""
 
     @abstractmethod
-    async def send(self, request: Any, log: RequestLog) -> str | None:
-        """Send one request; None on success, else the error kind (its first message kept)."""
+    async def send(self, request: Any, log: RequestLog) -> Reply:
+        """Send one request: its outcome and its stamps (the error's first message kept in
+        ``log``). The stamps, not the await, bound the latency: see the module's docstring."""
 
     @abstractmethod
     async def statistics(self, model: str) -> ModelStatsSnapshot | None:
@@ -253,8 +287,31 @@ def _read(path: Path | None) -> bytes | None:
     return path.read_bytes() if path is not None else None
 
 
+class _Stamped:
+    """One gRPC request in flight: its wire bytes and its two stamps. It is what the call is
+    given to send: grpc.aio hands it to :meth:`serialize` just before it starts the send, and
+    calls :meth:`done` when the call's status is in."""
+
+    __slots__ = ("wire", "sent_at", "done_at")
+
+    def __init__(self, wire: bytes) -> None:
+        self.wire = wire
+        self.sent_at = 0.0
+        self.done_at = 0.0
+
+    @staticmethod
+    def serialize(request: _Stamped) -> bytes:
+        request.sent_at = time.perf_counter()
+        return request.wire
+
+    def done(self, _call: Any) -> None:
+        self.done_at = time.perf_counter()
+
+
 class _GrpcTransport(LoadTransport):
-    """The generated stub on a grpc.aio channel: the request objects are sent as they are."""
+    """The inference method on a grpc.aio channel, stamped (:class:`_Stamped`); each prepared
+    request is serialized once, on first use, and its reply is not parsed (only its status
+    counts). Statistics through tritonclient's generated stub."""
 
     def __init__(self, endpoint: Endpoint, request_timeout: float) -> None:
         tls = endpoint.tls
@@ -268,19 +325,35 @@ class _GrpcTransport(LoadTransport):
             )
             self._channel = grpc.aio.secure_channel(endpoint.address, credentials, options=GRPC_OPTIONS)
         self._stub: Stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        self._infer = self._channel.unary_unary(
+            MODEL_INFER_METHOD, request_serializer=_Stamped.serialize, response_deserializer=None
+        )
         self._metadata = endpoint.grpc_metadata()
         self._timeout = request_timeout
+        self._wire: dict[int, tuple[Any, bytes]] = {}
+        """Serialized requests by ``id()``, each with its request (kept alive: ids stay unique)."""
 
-    async def send(self, request: Any, log: RequestLog) -> str | None:
+    def wire(self, request: Any) -> bytes:
+        """``request``'s serialized form, made on its first send."""
+        known = self._wire.get(id(request))
+        if known is None:
+            known = self._wire[id(request)] = (request, request.SerializeToString())
+        return known[1]
+
+    async def send(self, request: Any, log: RequestLog) -> Reply:
+        stamped = _Stamped(self.wire(request))
+        call = self._infer(stamped, timeout=self._timeout, metadata=self._metadata)
+        call.add_done_callback(stamped.done)
         try:
-            await self._stub.ModelInfer(request, timeout=self._timeout, metadata=self._metadata)
-            return None
+            await call
+            return Reply(None, stamped.sent_at, stamped.done_at)
         except grpc.aio.AioRpcError as err:
             message = err.details() or ""
             kind = error_kind(err.code().name, message)
             if kind not in log.error_examples:
                 log.error_examples[kind] = one_line(message)
-            return kind
+            now = time.perf_counter()
+            return Reply(kind, stamped.sent_at or now, stamped.done_at or now)
 
     async def statistics(self, model: str) -> ModelStatsSnapshot | None:
         try:
@@ -312,9 +385,10 @@ class _HttpTransport(LoadTransport):
         )
         self._headers = endpoint.header_dict()
 
-    async def send(self, request: Any, log: RequestLog) -> str | None:
+    async def send(self, request: Any, log: RequestLog) -> Reply:
         # infer() adds its own header to the dict it gets: each call gets a copy.
         headers = dict(self._headers) if self._headers else None
+        start = time.perf_counter()
         try:
             await self._client.infer(
                 request.model,
@@ -323,7 +397,7 @@ class _HttpTransport(LoadTransport):
                 priority=request.priority,
                 timeout=request.timeout_us,
             )
-            return None
+            return Reply(None, start, time.perf_counter())
         except InferenceServerException as err:
             message = str(err.message())
             kind = error_kind(f"HTTP_{err.status()}", message)
@@ -335,7 +409,7 @@ class _HttpTransport(LoadTransport):
             kind, message = "CLIENT_ERROR", str(err)
         if kind not in log.error_examples:
             log.error_examples[kind] = one_line(message)
-        return kind
+        return Reply(kind, start, time.perf_counter())
 
     async def statistics(self, model: str) -> ModelStatsSnapshot | None:
         try:
@@ -453,11 +527,15 @@ class LoadGenerator:
             await transport.close()
 
     async def settle(self, until: float) -> None:
-        """Wait until every request completed by ``until`` (a ``time.perf_counter()``) is in the
-        logs, so a window edge taken at ``until`` is an index into them. In one process it
-        already is; with worker processes the parent merges what they report (bounded wait)."""
+        """Wait until every request completed by ``until`` (a ``time.perf_counter()`` taken in
+        this event loop's current turn) is in the logs, so a window edge taken at ``until`` is an
+        index into them. In one process a reply stamped by then has its record one turn away (the
+        stamp's callback already scheduled the worker that records it), so one yield does; with
+        worker processes the parent merges what they report (bounded wait)."""
         if self._pool is not None:
             await self._pool.settle(until)
+        else:
+            await asyncio.sleep(0)
 
     def load_threads(self) -> list[LoadThread]:
         """The event-loop threads generating the load (for :class:`client_cost.ClientProbe`): this
@@ -482,10 +560,8 @@ class LoadGenerator:
         requests, log = stream.requests, stream.log
         count = len(requests)
         while not stop.is_set() and len(log) < cap:
-            start = time.perf_counter()
-            error = await send(requests[index % count], log)
-            end = time.perf_counter()
-            log.record(end, end - start, error)
+            error, sent_at, done_at = await send(requests[index % count], log)
+            log.record(done_at, done_at - sent_at, error)
             index += 1
             if error == "UNAVAILABLE":
                 await asyncio.sleep(0.01)  # no server: don't spin on instant refusals
@@ -506,9 +582,8 @@ class LoadGenerator:
 
         async def one(index: int, due: float) -> None:
             log.send_lag.append(time.perf_counter() - due)
-            error = await transport.send(requests[index % len(requests)], log)
-            end = time.perf_counter()
-            log.record(end, end - due, error)
+            error, _, done_at = await transport.send(requests[index % len(requests)], log)
+            log.record(done_at, done_at - due, error)
 
         def launch(due: float) -> None:
             nonlocal sent
