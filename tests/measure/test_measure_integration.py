@@ -138,7 +138,7 @@ def test_a_cpu_only_servers_metrics_have_no_gpus(example_repository: Path):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin apart")
 def test_a_starved_load_generator_is_flagged_client_bound(session: TuningSession):
-    """The load generator's thread pinned to a core three CPU burners share: the level is flagged
+    """The load generator's thread pinned to a core five CPU burners share: the level is flagged
     client-bound (its figure is the client's). At concurrency 1, unpinned, it is not."""
     session.load(Variant(max_queue_delay_us=2000, instance_count=1))
     calm = session.measure(LoadSpec.concurrency(1))
@@ -148,13 +148,17 @@ def test_a_starved_load_generator_is_flagged_client_bound(session: TuningSession
     cpu, saved = max(os.sched_getaffinity(0)), os.sched_getaffinity(0)
     hogs = [
         subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", BURN.format(seconds=30)])
-        for _ in range(3)
+        for _ in range(5)
     ]
     try:
         os.sched_setaffinity(0, {cpu})  # this thread (the event loop) and the threads it starts
-        # a closed loop of 64 wants most of a core; it gets a quarter of one. (An open loop at a
-        # rate the loop can still keep up with is not starved: CFS favours the waking loop.)
-        starved = session.measure(LoadSpec.concurrency(64))
+        # 10,000 req/s wants most of a core (60-80 us of client CPU a request); it gets a sixth of
+        # one, so its sends fall behind the schedule and the loop never idles. (A closed loop of
+        # 64 no longer shows it since the stamps moved into the gRPC call: the loop, cheaper per
+        # request, waits on the server's replies, loop demand 0.82, 1 of 3 windows flagged. An
+        # open loop at a rate the loop can keep up with is not starved: CFS favours the waking
+        # loop.)
+        starved = session.measure(LoadSpec.rate(10_000.0))
     finally:
         os.sched_setaffinity(0, saved)
         for hog in hogs:

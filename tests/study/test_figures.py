@@ -16,7 +16,7 @@ def round_with(queue_ms: float, compute_ms: float, number: int) -> RoundFigure:
 
 def test_a_playoff_entrys_steps_are_each_figures_median_over_its_rounds():
     rounds = (round_with(10, 30, 1), round_with(50, 20, 2), round_with(20, 40, 3))
-    steps = median_steps(rounds)
+    steps = median_steps(r.steps for r in rounds)
     assert [s.model for s in steps] == ["tokenizer", "encoder"]
     assert steps[1].queue_s == pytest.approx(0.020) and steps[1].compute_s == pytest.approx(0.030)
     entry = PlayoffEntry(trial=4, load=3, held=True, rounds=rounds, screening_throughput=90)

@@ -27,7 +27,6 @@ tritontune version, a config.pbtxt edited since export) are warnings beside the 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -68,7 +67,7 @@ from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
 from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
 from tritontune.serving.session import TuningSession, open_session
-from tritontune.study.figures import StepFigure
+from tritontune.study.figures import StepFigure, median_steps
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
 CHECK_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=6)
@@ -117,19 +116,9 @@ class ModelCheck:
     def steps(self) -> tuple[StepFigure, ...]:
         """A pipeline's composing models over the rounds, each figure the median of the rounds':
         where an end-to-end request's time went, step by step; empty for a single model."""
-        models = dict.fromkeys(model for m in self.measurements for model in m.steps)
-        figures = []
-        for model in models:
-            splits = [m.steps[model] for m in self.measurements if model in m.steps]
-            figures.append(
-                StepFigure(
-                    model,
-                    statistics.median(s.avg_queue_s for s in splits),
-                    statistics.median(s.avg_compute_s for s in splits),
-                    statistics.median(s.avg_batch_size for s in splits),
-                )
-            )
-        return tuple(figures)
+        return median_steps(
+            [StepFigure.of(model, split) for model, split in m.steps.items()] for m in self.measurements
+        )
 
     @property
     def confidence(self) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -334,13 +334,14 @@ class RoundFigure:
         )
 
 
-def median_steps(rounds: Sequence[RoundFigure]) -> tuple[StepFigure, ...]:
-    """Each model's step figures over ``rounds``: the median of each figure, model by model (in
-    the order the first round lists them)."""
-    models = list(dict.fromkeys(step.model for r in rounds for step in r.steps))
+def median_steps(measured: Iterable[Sequence[StepFigure]]) -> tuple[StepFigure, ...]:
+    """Each model's step figures over several measurements of one config (playoff rounds,
+    check rounds): the median of each figure, model by model, in the order they come."""
+    sets = [tuple(steps) for steps in measured]
+    models = list(dict.fromkeys(step.model for steps in sets for step in steps))
     out = []
     for model in models:
-        figures = [step for r in rounds for step in r.steps if step.model == model]
+        figures = [step for steps in sets for step in steps if step.model == model]
         out.append(
             StepFigure(
                 model,
@@ -440,7 +441,7 @@ class PlayoffEntry:
                 for r in rounds
             ],
             mean_s=statistics.median([r.mean_s for r in rounds]) if rounds else None,
-            steps=median_steps(rounds),
+            steps=median_steps(r.steps for r in rounds),
         )
 
     def to_dict(self) -> dict:
