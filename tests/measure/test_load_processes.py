@@ -120,8 +120,8 @@ def test_merging_keeps_completion_order_and_the_exact_percentiles():
         per_worker.append(
             [(d, rng.expovariate(200), None if rng.random() > 0.05 else "X") for d in done]
         )
-    log, loop_lag = RequestLog(), []
-    merger = Merger([log], workers, loop_lag)
+    log, turnaround = RequestLog(), []
+    merger = Merger([log], workers, turnaround)
     # Each worker reports in batches at its own watermarks, out of step with the others.
     marks = {w: sorted(rng.uniform(0, 10) for _ in range(15)) + [math.inf] for w in range(workers)}
     events = sorted((mark, w) for w, ws in marks.items() for mark in ws)
@@ -139,7 +139,7 @@ def test_merging_keeps_completion_order_and_the_exact_percentiles():
                 mark,
                 {0: ([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])},
                 send_lag={0: [0.001] * len(chunk)},
-                loop_lag=[0.0005],
+                turnaround=[0.0005],
             )
         )
         assert log.done_at == sorted(log.done_at)
@@ -148,7 +148,7 @@ def test_merging_keeps_completion_order_and_the_exact_percentiles():
     assert log.done_at == reference.done_at
     assert log.latency == reference.latency
     assert log.error == reference.error
-    assert len(log.send_lag) == 1200 and len(loop_lag) == 3 * 16
+    assert len(log.send_lag) == 1200 and len(turnaround) == 3 * 16
     ok = [lat for lat, err in zip(log.latency, log.error, strict=True) if err is None]
     ref_ok = [lat for lat, err in zip(reference.latency, reference.error, strict=True) if err is None]
     assert LatencyStats.from_samples(ok) == LatencyStats.from_samples(ref_ok)

@@ -182,3 +182,47 @@ def test_an_edge_after_settle_holds_exactly_the_replies_stamped_before_it(
     assert min(log.latency) >= HOLD_S
     for _at, index, stamped in edges:
         assert index == stamped
+
+
+def test_a_closed_loops_client_lag_is_each_workers_turnaround_read_off_its_stamps(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Closed loop over gRPC: the client's lag is, per worker, the span from a reply's stamp to
+    its next request's send stamp, one per request after a worker's first; no timer wakes the
+    loop to measure it (a loop woken every few ms takes CPU from the server)."""
+    sends: list[tuple[float, float]] = []
+    done = loadgen._Stamped.done
+
+    def noted(self: loadgen._Stamped, call: object) -> None:
+        done(self, call)
+        sends.append((self.sent_at, self.done_at))
+
+    monkeypatch.setattr(loadgen._Stamped, "done", noted)
+    woken: list[float] = []
+
+    async def watcher(self: LoadGenerator, stop: asyncio.Event) -> None:
+        woken.append(time.perf_counter())
+
+    monkeypatch.setattr(LoadGenerator, "_watch_loop_lag", watcher)
+
+    async def main() -> tuple[RequestLog, list[float]]:
+        server, _fake, address = await serve()
+        generator = LoadGenerator(Endpoint.grpc(address), [request("a")], seed=1)
+
+        async def controller(log: RequestLog, _: LoadTransport) -> None:
+            await asyncio.sleep(0.3)
+
+        try:
+            log = await generator.run(LoadSpec.concurrency(2), controller, max_requests=100_000)
+        finally:
+            await server.stop(None)
+        return log, generator.turnaround
+
+    log, turnaround = asyncio.run(main())
+    assert len(log) > 20 and not woken
+    assert len(turnaround) == len(log) - 2  # each worker's first request follows no reply
+    assert all(lag >= 0 for lag in turnaround)
+    # every turnaround is a gap between one call's reply stamp and another call's send stamp
+    replies = sorted(d for _, d in sends)
+    for lag in turnaround[:10]:
+        assert any(abs(s - d - lag) < 1e-9 for s, _ in sends for d in replies), lag

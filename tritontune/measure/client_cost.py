@@ -11,8 +11,10 @@ So every window of a measurement also records, for the load generator's processe
   was never idle had no slack: it sent and read as fast as it could get CPU. Unlike plain busy
   time, this also catches a generator starved by a busy core (it waits instead of running);
 - **client lag**: the delay the client added. Open loop: how late each request was sent against
-  its schedule; closed loop: how late a 1 ms event-loop timer fired (a reply waits that long
-  before its worker can send the next request).
+  its schedule; closed loop: each worker's turnaround, from a reply's stamp to its next
+  request's send stamp (the turns the event loop took to get back to that worker), read off the
+  stamps the latencies are made of, so measuring it wakes nothing. (Over HTTP, which stamps
+  around the await, how late a 1 ms event-loop timer fired instead.)
 
 A window is **client-bound** when the loop demand reached :data:`LOOP_DEMAND_LIMIT` *and* the
 client lag's p99 reached :data:`CLIENT_LAG_LIMIT_S`: the client had no CPU to spare and it showed
@@ -38,8 +40,9 @@ import psutil
 #: it the replies; pinned with CPU burners it read 0.82-0.94 at concurrency 32-64, against 0.37
 #: at 8 and 0.62 at 16 unpinned, on 2 cores.)
 LOOP_DEMAND_LIMIT = 0.80
-#: ... and the client's own lag at p99 this long: its lack of CPU reached the latencies. (A 1 ms
-#: asyncio timer already fires up to 1 ms late on an idle loop: epoll's timeout is whole ms.)
+#: ... and the client's own lag at p99 this long: its lack of CPU reached the latencies. (Over
+#: HTTP the lag is a 1 ms asyncio timer's, which fires up to 1 ms late on an idle loop: epoll's
+#: timeout is whole ms. A gRPC turnaround on an idle loop is tens of microseconds.)
 CLIENT_LAG_LIMIT_S = 0.002
 
 
@@ -80,7 +83,7 @@ class ClientWindow:
     loop_demand: float
     """The busiest event-loop thread's running plus run-queue time, per wall second (0..1+)."""
     lag_p99_s: float | None
-    """The client's lag (open loop: send lag; closed loop: event-loop timer lag), p99."""
+    """The client's lag (open loop: send lag; closed loop: turnaround), p99."""
 
     @property
     def cores(self) -> float:

@@ -216,7 +216,7 @@ class Batch:
     send_lag: dict[int, list[float]] = field(default_factory=dict)
     scheduled: dict[int, list[float]] = field(default_factory=dict)
     error_examples: dict[int, dict[str, str]] = field(default_factory=dict)
-    loop_lag: list[float] = field(default_factory=list)
+    turnaround: list[float] = field(default_factory=list)
     final: bool = False
 
 
@@ -284,8 +284,8 @@ async def _worker(plan: WorkerPlan, conn: Any) -> None:
             out.scheduled[position] = log.scheduled[marks[2] : scheduled]
             out.error_examples[position] = dict(log.error_examples)
             marks[:] = [n, lags, scheduled]
-        lags_now = len(generator.loop_lag)
-        out.loop_lag = generator.loop_lag[lag_sent:lags_now]
+        lags_now = len(generator.turnaround)
+        out.turnaround = generator.turnaround[lag_sent:lags_now]
         lag_sent = lags_now
         return out
 
@@ -315,9 +315,9 @@ class Merger:
     """Merges the workers' batches into the streams' logs in completion order (see the module's
     docstring): a record is appended once every worker's watermark has passed its completion."""
 
-    def __init__(self, logs: Sequence[RequestLog], workers: int, loop_lag: list[float]) -> None:
+    def __init__(self, logs: Sequence[RequestLog], workers: int, turnaround: list[float]) -> None:
         self.logs = list(logs)
-        self.loop_lag = loop_lag
+        self.turnaround = turnaround
         self.watermarks = [-math.inf] * workers
         self._records: list[list[list[tuple[float, float, str | None]]]] = [
             [[] for _ in range(workers)] for _ in self.logs
@@ -325,7 +325,7 @@ class Merger:
         self._lags: list[list[list[tuple[float, float]]]] = [
             [[] for _ in range(workers)] for _ in self.logs
         ]
-        self._loop_lags: list[list[tuple[float, float]]] = [[] for _ in range(workers)]
+        self._turnarounds: list[list[tuple[float, float]]] = [[] for _ in range(workers)]
 
     @property
     def merged_until(self) -> float:
@@ -342,7 +342,7 @@ class Merger:
         for position, examples in batch.error_examples.items():
             for kind, message in examples.items():
                 self.logs[position].error_examples.setdefault(kind, message)
-        self._loop_lags[w].extend((batch.watermark, lag) for lag in batch.loop_lag)
+        self._turnarounds[w].extend((batch.watermark, lag) for lag in batch.turnaround)
         self.watermarks[w] = max(self.watermarks[w], batch.watermark)
         self._merge()
 
@@ -353,7 +353,8 @@ class Merger:
                 log.record(done_at, latency, error)
         for log, pending_lags in zip(self.logs, self._lags, strict=True):
             log.send_lag.extend(lag for _, lag in heapq.merge(*_take(pending_lags, until), key=_first))
-        self.loop_lag.extend(lag for _, lag in heapq.merge(*_take(self._loop_lags, until), key=_first))
+        merged = heapq.merge(*_take(self._turnarounds, until), key=_first)
+        self.turnaround.extend(lag for _, lag in merged)
         if until == math.inf:
             for log in self.logs:
                 log.scheduled.sort()
@@ -454,7 +455,7 @@ async def run_in_processes(
     seeds = [generator._rng.random() for _ in streams]
     context = multiprocessing.get_context("spawn")
     loop = asyncio.get_running_loop()
-    merger = Merger([s.log for s in streams], processes, generator.loop_lag)
+    merger = Merger([s.log for s in streams], processes, generator.turnaround)
     pool = WorkerPool(merger, processes)
     workers: list[Any] = []
     conns: list[Any] = []

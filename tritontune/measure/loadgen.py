@@ -92,7 +92,8 @@ QUEUE_FULL_ERROR = "QUEUE_FULL"
 QUEUE_TIMEOUT_ERROR = "QUEUE_TIMEOUT"
 #: Error kinds that are the scheduler's decisions, not faults.
 SCHEDULER_ERRORS = (QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR)
-#: Closed loop: how often the event loop's own lag is sampled (:attr:`LoadGenerator.loop_lag`).
+#: Closed loop over HTTP: how often the event loop's own lag is sampled
+#: (:attr:`LoadGenerator.turnaround`).
 LOOP_LAG_EVERY_S = 0.01
 #: The gRPC method every inference goes to (tritonclient's stub calls the same).
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -263,6 +264,13 @@ class Reply(NamedTuple):
 class LoadTransport(ABC):
     """Sends prepared requests over one protocol and reads the model's statistics meanwhile."""
 
+    stamps_inside_call: bool = False
+    """The reply stamp is taken when the call completes, before the worker that awaits it runs
+    again (gRPC: the call's done callback). Then a closed loop's client lag is each worker's
+    turnaround, from a reply's stamp to its next request's send stamp, read off the stamps for
+    free; a transport stamping around the await (HTTP) hides that lag inside the latency, so its
+    closed loop samples the event loop's own lag with a timer instead."""
+
     @abstractmethod
     async def send(self, request: Any, log: RequestLog) -> Reply:
         """Send one request: its outcome and its stamps (the error's first message kept in
@@ -312,6 +320,8 @@ class _GrpcTransport(LoadTransport):
     """The inference method on a grpc.aio channel, stamped (:class:`_Stamped`); each prepared
     request is serialized once, on first use, and its reply is not parsed (only its status
     counts). Statistics through tritonclient's generated stub."""
+
+    stamps_inside_call = True
 
     def __init__(self, endpoint: Endpoint, request_timeout: float) -> None:
         tls = endpoint.tls
@@ -450,9 +460,12 @@ class LoadGenerator:
         self.processes = processes
         self._pool: Any = None
         """The worker processes while a multi-process run is on (a ``load_processes.WorkerPool``)."""
-        self.loop_lag: list[float] = []
-        """Closed loop: how late a 1 ms timer of the event loop fired, sampled every
-        :data:`LOOP_LAG_EVERY_S` (a reply waits as long before its worker sends the next one)."""
+        self.turnaround: list[float] = []
+        """Closed loop: the client's lag between one request and the next, in completion order.
+        Over gRPC, each worker's turnaround: from a reply's stamp to the send stamp of its next
+        request (the turns the event loop took to resume the worker and send). Over HTTP, how
+        late a 1 ms timer of the event loop fired, sampled every :data:`LOOP_LAG_EVERY_S`
+        (see :attr:`LoadTransport.stamps_inside_call`)."""
 
     async def run(
         self,
@@ -498,7 +511,7 @@ class LoadGenerator:
         )
         stop = asyncio.Event()
         drivers: list[asyncio.Task] = []
-        if closed:
+        if closed and not transport.stamps_inside_call:
             drivers.append(asyncio.create_task(self._watch_loop_lag(stop)))
         try:
             for stream in streams:
@@ -545,7 +558,7 @@ class LoadGenerator:
         return [LoadThread.current()]
 
     async def _watch_loop_lag(self, stop: asyncio.Event) -> None:
-        lag = self.loop_lag
+        lag = self.turnaround
         while not stop.is_set():
             start = time.perf_counter()
             await asyncio.sleep(0.001)
@@ -559,11 +572,17 @@ class LoadGenerator:
         send = transport.send
         requests, log = stream.requests, stream.log
         count = len(requests)
+        turnaround = self.turnaround if transport.stamps_inside_call else None
+        replied_at = None  # the stamp of this worker's previous reply
         while not stop.is_set() and len(log) < cap:
             error, sent_at, done_at = await send(requests[index % count], log)
+            if turnaround is not None and replied_at is not None:
+                turnaround.append(max(0.0, sent_at - replied_at))
             log.record(done_at, done_at - sent_at, error)
             index += 1
+            replied_at = done_at
             if error == "UNAVAILABLE":
+                replied_at = None  # the pause below is ours on purpose, not lag
                 await asyncio.sleep(0.01)  # no server: don't spin on instant refusals
 
     async def _open_scheduler(
@@ -585,10 +604,13 @@ class LoadGenerator:
             error, _, done_at = await transport.send(requests[index % len(requests)], log)
             log.record(done_at, done_at - due, error)
 
+        capped = asyncio.Event()
+
         def launch(due: float) -> None:
             nonlocal sent
             if stop.is_set() or sent >= cap:
                 ticker_stop.set()
+                capped.set()
                 return
             log.scheduled.append(due)
             if len(in_flight) >= self.max_in_flight:
@@ -619,8 +641,13 @@ class LoadGenerator:
         ticker = threading.Thread(target=tick, name=name, daemon=True)
         ticker.start()
         try:
-            while not stop.is_set() and not ticker_stop.is_set():
-                await asyncio.sleep(0.01)
+            # Wait on events, not a poll: a loop woken every few ms takes CPU from the server.
+            ends = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(capped.wait())]
+            try:
+                await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for end in ends:
+                    end.cancel()
             if in_flight:
                 await asyncio.wait(list(in_flight), timeout=self.request_timeout + 1)
         finally:

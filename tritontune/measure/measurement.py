@@ -52,6 +52,8 @@ MAX_ERROR_RATE = 0.01
 #: An open-loop level whose server completed less than this share of the offered rate fell behind
 #: its schedule: over capacity, however fast the replies it did send were.
 MIN_RATE_ACHIEVED = 0.90
+#: Past a window's length, how often the controller looks whether enough replies are in.
+WINDOW_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -299,7 +301,7 @@ async def _measure(
     started = time.perf_counter()
 
     def lags(log: RequestLog) -> list[float]:
-        return log.send_lag if load.mode == LoadMode.RATE else generator.loop_lag
+        return log.send_lag if load.mode == LoadMode.RATE else generator.turnaround
 
     async def snapshot(transport: LoadTransport) -> ModelStatsSnapshot | None:
         return await transport.statistics(model)
@@ -331,7 +333,10 @@ async def _measure(
         while True:
             first = edges[-1]
             while True:
-                await asyncio.sleep(0.02)
+                # Sleep to the window's end in one timer (a loop woken every few ms takes CPU
+                # from the server mid-inference), then poll while waiting for enough replies.
+                end = min(first.at + settings.window_s, deadline)
+                await asyncio.sleep(max(WINDOW_POLL_S, end - time.perf_counter()))
                 now = time.perf_counter()
                 elapsed = now - first.at
                 replies = len(log) - first.index
