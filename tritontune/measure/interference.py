@@ -3,7 +3,8 @@
 A shared machine's other tenants (a build, a backup, another benchmark) take CPU from the server
 and from the load generator, and the figure of that window is then the machine's, not the
 config's. Neither perf_analyzer nor Model Analyzer looks. At every window edge a
-:class:`InterferenceProbe` reads, for the span since the previous edge:
+:class:`InterferenceProbe` reads (:func:`process_table`: cheap, for a burst of the probe's CPU
+is taken from the server), for the span since the previous edge:
 
 - the CPU time of every process that is neither tritontune (this process and its children, which
   include a locally launched server) nor a Triton server of another launcher (``tritonserver`` and
