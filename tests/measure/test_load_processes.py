@@ -17,7 +17,9 @@ import psutil
 import pytest
 
 from tritontune.measure.arrivals import Arrival, arrival_gaps
+from tritontune.measure.client_cost import ClientCost
 from tritontune.measure.load_processes import (
+    AutoProcesses,
     Batch,
     LoadProcessError,
     Merger,
@@ -31,6 +33,7 @@ from tritontune.measure.load_processes import (
 from tritontune.measure.loadgen import (
     HttpInferRequest,
     LoadGenerator,
+    LoadMode,
     LoadSpec,
     RequestLog,
     Stream,
@@ -349,3 +352,27 @@ def test_without_auto_a_client_bound_level_is_measured_once(monkeypatch: pytest.
     monkeypatch.setattr(measurement, "_measure", fake)
     measurement.measure_load("x:1", "m", [object()], LoadSpec.concurrency(64), processes=2)
     assert seen == [2]
+
+
+def _ended_with(processes: int) -> SimpleNamespace:
+    cost = ClientCost(None, 1.0, 0.5, 0.001, bound_windows=0, windows=3, processes=processes)
+    return SimpleNamespace(client_bound=False, client=cost)
+
+
+def test_auto_starts_a_level_where_the_lighter_levels_of_its_kind_ended():
+    """A walk up the loads does not re-learn the count at every level: a level starts with the
+    most processes any level at or below its load ended with (of the same kind of load), a
+    lighter one from one, never above the limit."""
+    auto = AutoProcesses(limit=4)
+    assert auto.start(LoadMode.RATE, 1000) == 1
+    auto.learn(LoadMode.RATE, 8000, _ended_with(2))
+    auto.learn(LoadMode.RATE, 16000, _ended_with(4))
+    auto.learn(LoadMode.RATE, 500, _ended_with(1))  # one process teaches nothing
+    assert auto.start(LoadMode.RATE, 4000) == 1
+    assert auto.start(LoadMode.RATE, 8000) == 2
+    assert auto.start(LoadMode.RATE, 12000) == 2
+    assert auto.start(LoadMode.RATE, 32000) == 4
+    assert auto.start(LoadMode.CONCURRENCY, 64) == 1  # a rate says nothing of a concurrency
+    assert AutoProcesses(limit=1).start(LoadMode.RATE, 32000) == 1
+    auto.learn(LoadMode.CONCURRENCY, 16, SimpleNamespace(client_bound=False, client=None))
+    assert auto.start(LoadMode.CONCURRENCY, 64) == 1  # perf_analyzer's levels have no client

@@ -14,6 +14,7 @@ import pytest
 
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
+from tritontune.measure.client_cost import ClientCost
 from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.mixed import ClassRequests
@@ -33,7 +34,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     def measured(*_: object, **kwargs: Any) -> SimpleNamespace:
         calls.append(kwargs)
-        return SimpleNamespace(latency=SimpleNamespace(count=1), error_count=0)
+        return SimpleNamespace(latency=SimpleNamespace(count=1), error_count=0, client=None)
 
     monkeypatch.setattr(session_module, "measure_load", measured)
     monkeypatch.setattr(session_module, "measure_traffic", measured)
@@ -74,3 +75,27 @@ def test_a_fixed_count_is_used_as_it_is(example_repository: Path, asked: list[di
     session.measure(LoadSpec.concurrency(4))
     session.measure_traffic(TRAFFIC, 300.0)
     assert [(kw["processes"], kw["max_processes"]) for kw in asked] == [(3, None), (3, None)]
+
+
+def test_auto_starts_a_heavier_level_where_the_last_one_ended(
+    example_repository: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Under auto a level that needed 4 processes teaches the session: a heavier level of the
+    same kind starts with 4, a lighter one, or one of another kind, from one."""
+    started: list[tuple[str, int]] = []
+
+    def measured(*args: Any, **kwargs: Any) -> SimpleNamespace:
+        started.append((str(args[3]), kwargs["processes"]))
+        cost = ClientCost(None, 1.0, 0.5, 0.001, bound_windows=0, windows=3, processes=4)
+        return SimpleNamespace(latency=SimpleNamespace(count=1), error_count=0, client=cost)
+
+    monkeypatch.setattr(session_module, "measure_load", measured)
+    monkeypatch.setattr(session_module, "measure_traffic", measured)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    session = loaded_session(example_repository, None, "local")
+    session.measure(LoadSpec.rate(8000))
+    session.measure(LoadSpec.rate(16000))
+    session.measure(LoadSpec.rate(2000))
+    session.measure(LoadSpec.concurrency(64))
+    session.measure_traffic(TRAFFIC, 9000.0)  # a workload's total rate is a rate
+    assert [p for _, p in started] == [1, 4, 1, 1, 4], started

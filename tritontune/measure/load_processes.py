@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from tritontune.errors import TritonTuneError
-from tritontune.measure.client_cost import LoadThread
+from tritontune.measure.client_cost import ClientCost, LoadThread
 from tritontune.measure.loadgen import (
     Deal,
     LoadGenerator,
@@ -84,10 +84,40 @@ def auto_processes_limit(server_is_local: bool) -> int:
 
 class ClientVerdict(Protocol):
     """A measured level that says whether the load generator limited it (a single class's
-    ``Measurement``, a workload's ``TrafficMeasurement``)."""
+    ``Measurement``, a workload's ``TrafficMeasurement``), and what its client cost."""
 
     @property
     def client_bound(self) -> bool: ...
+
+    @property
+    def client(self) -> ClientCost | None: ...
+
+
+class AutoProcesses:
+    """``--load-processes auto`` across the levels of one session: where each level starts.
+
+    A level found client-bound is measured again with twice the processes
+    (:func:`measure_with_processes`); without a memory every level would start from one again, and
+    a walk up the loads would re-learn the count at every step, a wasted measurement or two per
+    level. So the session keeps, per kind of load (a concurrency; a rate, a workload's total rate
+    too), the count each level
+    ended with, and a level starts with the most that any level at or below its load needed:
+    a heavier load never needs fewer senders. A lighter level starts from one (more processes
+    than needed cost CPU the server could use)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._ended: dict[LoadMode, list[tuple[float, int]]] = {}
+
+    def start(self, kind: LoadMode, load: float) -> int:
+        """The processes a level of ``kind`` at ``load`` (a concurrency, a rate) starts with."""
+        ended = self._ended.get(kind, [])
+        return min(self.limit, max((p for at, p in ended if at <= load), default=1))
+
+    def learn(self, kind: LoadMode, load: float, level: ClientVerdict) -> None:
+        """What ``level`` (of ``kind``, at ``load``) ended with; one process teaches nothing."""
+        if level.client is not None and level.client.processes > 1:
+            self._ended.setdefault(kind, []).append((load, level.client.processes))
 
 
 Level = TypeVar("Level", bound=ClientVerdict)

@@ -22,9 +22,9 @@ from tritontune.config.pipeline import is_pipeline
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel, load_model_source
 from tritontune.config.variant import FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
-from tritontune.measure.load_processes import auto_processes_limit
+from tritontune.measure.load_processes import AutoProcesses, ClientVerdict, auto_processes_limit
 from tritontune.measure.load_settings import LoadSettings
-from tritontune.measure.loadgen import LoadEngine, LoadSpec
+from tritontune.measure.loadgen import LoadEngine, LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings, measure_load
 from tritontune.measure.mixed import ClassRequests, TrafficMeasurement, measure_traffic
 from tritontune.measure.perf_analyzer import measure_with_perf_analyzer
@@ -87,6 +87,8 @@ class TuningSession:
         self._requests: list[Any] = []
         self._class_requests: dict[str, ClassRequests] = {}
         self._endpoints: dict[str, tuple[str, ModelConfig]] = {}
+        self._auto: AutoProcesses | None = None
+        """``--load-processes auto``: the counts this session's levels ended with."""
         """Class -> (served name, config) while endpoints are loaded."""
         self.step_models: tuple[str, ...] = ()
         """Models whose statistics every measurement also reads (a pipeline's composing models)."""
@@ -327,12 +329,13 @@ class TuningSession:
         if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
             engine = partial(measure_with_perf_analyzer, workdir=self.server.work_dir / "perf_analyzer")
         else:
+            processes, max_processes = self._load_processes(load.mode, load.value)
             engine = partial(
                 measure_load,
                 # GPU gauges only where the server has GPUs: a CPU-only server publishes none.
                 metrics_url=self.info.metrics_url if self.info.capabilities.gpu_count else None,
-                processes=self.load_settings.processes or 1,
-                max_processes=self._auto_processes(),
+                processes=processes,
+                max_processes=max_processes,
                 step_models=self.step_models,
             )
         measurement = engine(
@@ -345,18 +348,28 @@ class TuningSession:
             seed=self.request_shape.seed,
         )
         self.server.check_alive()
+        self._learn_processes(load.mode, load.value, measurement)
         if measurement.latency.count == 0 and measurement.error_count:
             kind, count = max(measurement.errors.items(), key=lambda item: item[1])
             example = measurement.error_examples.get(kind) or "no message"
             raise ServerError(f"every request to {self.name!r} failed ({kind} x{count}): {example}")
         return measurement
 
-    def _auto_processes(self) -> int | None:
-        """``--load-processes auto``: the most load processes a level may be measured with
-        (the cores the server leaves when it runs here); None for a fixed count."""
+    def _load_processes(self, kind: LoadMode, load: float) -> tuple[int, int | None]:
+        """The load processes a level of ``kind`` at ``load`` starts with, and under
+        ``--load-processes auto`` the most it may use (the cores the server leaves when it runs
+        here; None for a fixed count). Auto starts where this session's levels taught it to
+        (:class:`~tritontune.measure.load_processes.AutoProcesses`)."""
         if self.load_settings.processes is not None:
-            return None
-        return auto_processes_limit(server_is_local=self.info.launch != "remote")
+            return self.load_settings.processes, None
+        if self._auto is None:
+            limit = auto_processes_limit(server_is_local=self.info.launch != "remote")
+            self._auto = AutoProcesses(limit)
+        return self._auto.start(kind, load), self._auto.limit
+
+    def _learn_processes(self, kind: LoadMode, load: float, level: ClientVerdict) -> None:
+        if self._auto is not None and self.load_settings.processes is None:
+            self._auto.learn(kind, load, level)
 
     def measure_traffic(
         self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
@@ -377,6 +390,7 @@ class TuningSession:
         if set(self._class_requests) != {c.name for c in traffic.classes}:
             self._class_requests = {c.name: self._requests_for(c) for c in traffic.classes}
         self.server.check_alive()
+        processes, max_processes = self._load_processes(LoadMode.RATE, total_rate)
         measurement = measure_traffic(
             self.server.endpoint(),
             traffic,
@@ -384,10 +398,11 @@ class TuningSession:
             total_rate,
             settings=settings or self.settings,
             seed=self.request_shape.seed,
-            processes=self.load_settings.processes or 1,
-            max_processes=self._auto_processes(),
+            processes=processes,
+            max_processes=max_processes,
         )
         self.server.check_alive()
+        self._learn_processes(LoadMode.RATE, total_rate, measurement)
         return measurement
 
     def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
