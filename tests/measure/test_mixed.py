@@ -551,3 +551,49 @@ def test_a_clean_workload_level_is_measured_once_under_auto(monkeypatch: pytest.
     requests = {name: ClassRequests("m", [object()]) for name in ("interactive", "batch")}
     mixed.measure_traffic("x:1", TRAFFIC, requests, 200.0, processes=2, max_processes=8)
     assert seen == [2]
+
+
+def test_a_disturbed_window_starts_the_span_again_after_it(monkeypatch: pytest.MonkeyPatch):
+    """A window another tenant disturbed is not reported: the span starts again after it (up to
+    ``extra_windows`` times), as a single class's level takes windows in place of disturbed ones.
+    Against an in-process gRPC server; the probe is scripted (window 2 disturbed)."""
+    import asyncio
+
+    from tritontune.measure import mixed
+    from tritontune.measure.interference import WindowLoad
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.measure.traffic import parse_traffic
+
+    from .test_loadgen import request, serve
+
+    script = iter([False, True, False, False, False, False, False])
+
+    class ScriptedProbe:
+        def __init__(self, _threads: object) -> None:
+            pass
+
+        def sample(self) -> WindowLoad:
+            disturbed = next(script)
+            return WindowLoad(0.1, 1.0 if disturbed else 0.0, 0.0, 0.1, "burner (pid 7, 1.0 cores)")
+
+    monkeypatch.setattr(mixed, "InterferenceProbe", ScriptedProbe)
+    traffic = parse_traffic({"classes": [{"name": "a", "rate": 200}]}, where="test workload")
+    settings = MeasureSettings(warmup_s=0.05, window_s=0.1, min_window_requests=1, stable_windows=3)
+
+    async def main() -> mixed.TrafficMeasurement:
+        server, _fake, address = await serve()
+        try:
+            requests = {"a": ClassRequests("m", [request("x")])}
+            return await mixed._measure(address, traffic, requests, 200.0, settings, seed=1)
+        finally:
+            await server.stop(None)
+
+    m = asyncio.run(main())
+    assert m.interference is not None
+    assert m.interference.windows == 5 and m.interference.disturbed_windows == 1
+    # window 1 clean, 2 disturbed: the span starts again, and is windows 3-5
+    assert not m.interference.result_disturbed
+    assert m.client is not None and m.client.windows == 3
+    assert len(m.classes[0].p99_windows) == 3
+    assert 0.25 < m.span_s < 0.5, m.span_s
+    assert "re-measured until clean" in (m.interference.describe() or "")

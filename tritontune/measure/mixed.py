@@ -9,7 +9,8 @@ never flattered by a slow client), rejections (admission control) and queue time
 apart from other failures. The span is extended window by window until every class has
 ``min_window_requests`` answers in it (a p99 of a handful of requests is its maximum), up to the
 level's time cap. Per-window p99s give each class's spread, and the machine's interference is
-sampled per window as for one class. So is the load generator's own cost
+sampled per window as for one class: a disturbed window starts the span again after it (up to
+``extra_windows`` times), so the reported span is clean where it could be made so. So is the load generator's own cost
 (:mod:`tritontune.measure.client_cost`): a level the client limited is flagged client-bound by the
 same rule as a single class's (:attr:`TrafficMeasurement.client_bound`), and with
 ``--load-processes auto`` it is measured again with more load processes.
@@ -327,6 +328,8 @@ async def _measure(
     loads: list[WindowLoad] = []
     client: list[ClientWindow] = []
     started = time.perf_counter()
+    reported = 0
+    """The edge the reported span starts at: after the last disturbed window re-measured."""
 
     async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
         at = time.perf_counter()
@@ -343,6 +346,7 @@ async def _measure(
         return probe.sample(answered, lags)
 
     async def controller(streams: list[Stream], transport: LoadTransport) -> None:
+        nonlocal reported
         await asyncio.sleep(settings.warmup_s)
         probe = None
         threads = generator.load_threads()  # this loop's thread, or each load worker's
@@ -351,23 +355,34 @@ async def _measure(
         client_probe = ClientProbe(threads)
         edges.append(await edge(streams, transport))
         deadline = started + settings.time_cap()
+        extra = 0
         while True:
             await asyncio.sleep(settings.window_s)
             edges.append(await edge(streams, transport))
             client.append(client_window(streams, client_probe))
             if probe is not None:
                 loads.append(await asyncio.to_thread(probe.sample))
-            answered = min(edges[-1].counts[n] - edges[0].counts[n] for n in edges[0].counts)
-            windows = len(edges) - 1
+                if loads[-1].disturbed and extra < settings.extra_windows:
+                    # Another tenant took CPU in this window: the span starts again after it, as
+                    # a single class's level takes more windows in place of disturbed ones.
+                    extra += 1
+                    reported = len(edges) - 1
+                    continue
+            start = edges[reported]
+            answered = min(edges[-1].counts[n] - start.counts[n] for n in start.counts)
+            windows = len(edges) - 1 - reported
             if windows >= settings.stable_windows and (
                 answered >= settings.min_window_requests or time.perf_counter() >= deadline
             ):
                 return
 
     await generator.run_streams(streams, controller, max_requests=settings.max_requests)
-    first, last = edges[0], edges[-1]
+    span_edges = edges[reported:]
+    first, last = span_edges[0], span_edges[-1]
     span = max(last.at - first.at, 1e-9)
-    figures = tuple(_class_figures(stream, traffic.get(stream.name), edges, span) for stream in streams)
+    figures = tuple(
+        _class_figures(stream, traffic.get(stream.name), span_edges, span) for stream in streams
+    )
     server = {}
     for model in models:
         before, after = first.stats.get(model), last.stats.get(model)
@@ -379,8 +394,8 @@ async def _measure(
         span_s=span,
         duration_s=time.perf_counter() - started,
         server=server,
-        interference=Interference.of(loads, loads) if loads else None,
-        client=ClientCost.of(client, processes=processes) if client else None,
+        interference=Interference.of(loads, loads[reported:]) if loads else None,
+        client=ClientCost.of(client[reported:], processes=processes) if client else None,
     )
 
 
