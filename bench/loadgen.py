@@ -412,10 +412,16 @@ def main() -> None:
                     f"{statistics.median(rate):,.0f} req/s"
                 )
         results["p99_worst_diff"] = worst
+        control = "perf_analyzer again"
         for engine, diff in worst.items():
+            by_level = ", ".join(f"{results['p99'][c][engine]['p99_vs_pa']:+.1%}" for c in p99_levels)
+            floor = ""
+            if control in engines and engine != control:
+                own = ", ".join(f"{results['p99'][c][control]['p99_vs_pa']:+.1%}" for c in p99_levels)
+                floor = f"; perf_analyzer against itself: {own}"
             print(
-                f"{engine}: worst p99 difference {diff:.1%} (target <= 10%) "
-                f"{'OK' if diff <= 0.10 else 'MISSED'}"
+                f"{engine}: p99 vs perf_analyzer {by_level} at c={args.concurrency}{floor}; "
+                f"worst {diff:.1%} (target <= 10%) {'OK' if diff <= 0.10 else 'MISSED'}"
             )
 
         if not args.skip_starved:
