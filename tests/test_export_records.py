@@ -83,3 +83,20 @@ def test_export_refuses_when_nothing_held_in_the_playoff(example_repository, tmp
     with pytest.raises(InputError, match="no candidate held its SLO in the playoff"):
         export_records([Endpoint("s")], studies, tmp_path / "out", storage="memory")
     assert not (tmp_path / "out").exists()
+
+
+def test_export_says_so_when_the_models_own_config_beat_the_winner(
+    example_repository: Path, tmp_path: Path
+):
+    """The playoff's winner served less than the baseline in every round: export still writes
+    it (the user asked), and warns that the model's own config is the better one."""
+    playoff = playoff_of({1: ([900, 800, 1000], 0.04, True)}, 1)
+    studies = {"s": read_study(make_study(example_repository, [3000, 6000], playoff=playoff))}
+    result = export_records([Endpoint("s")], studies, tmp_path / "out", storage="memory")
+    warning = next(w for w in result.warnings if "own config served more" in w)
+    assert "trial 1" in warning and "-10% [-11%, -9%]" in warning, warning
+    # a winner ahead of the baseline in some round is not warned about
+    playoff = playoff_of({1: ([900, 800, 1200], 0.04, True)}, 1)
+    studies = {"s": read_study(make_study(example_repository, [3000, 6000], playoff=playoff))}
+    result = export_records([Endpoint("s")], studies, tmp_path / "out2", storage="memory")
+    assert not any("own config served more" in w for w in result.warnings)

@@ -79,6 +79,7 @@ from tritontune.study.figures import OperatingPoint, pipeline_bottleneck
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 from tritontune.study.storage import DEFAULT_STORAGE
+from tritontune.study.verdict import behind_baseline
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -572,6 +573,9 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
             f"{_op_text(winner.point, unit)}{versus}",
             highlight=False,
         )
+        behind = behind_baseline(gain_interval if winner.figures == "playoff" else None)
+        if behind is not None:
+            console.print(f"[bold yellow]but[/] {behind}", highlight=False)
         baseline, steps_of = outcome.baseline, "search operating point"
         played = outcome.playoff.baseline if outcome.playoff is not None else None
         if winner.point.steps and played is not None and played.rounds:

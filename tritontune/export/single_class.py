@@ -53,6 +53,7 @@ from tritontune.record import (
 )
 from tritontune.study.figures import OperatingPoint, PlayoffEntry
 from tritontune.study.records import StudyRecord, TrialResult
+from tritontune.study.verdict import behind_baseline
 from tritontune.units import format_duration
 
 
@@ -164,6 +165,10 @@ def _picks(
     pipeline = pipelines.measured_pipeline(study, source, warnings)
     picks = []
     for rank, best in enumerate(verdict[:top_k], 1):
+        behind = behind_baseline(best.playoff.gain) if best.playoff is not None else None
+        if rank == 1 and behind is not None:
+            number = best.result.number
+            warnings.append(f"study {endpoint.study!r}: the winner (trial {number}): {behind}")
         if rank == 1 and best.figures == "screening":
             warnings.append(
                 f"study {endpoint.study!r}: the best config (trial {best.result.number}) was not "

@@ -10,10 +10,11 @@ apart from other failures. The span is extended window by window until every cla
 ``min_window_requests`` answers in it (a p99 of a handful of requests is its maximum), up to the
 level's time cap. Per-window p99s give each class's spread, and the machine's interference is
 sampled per window as for one class: a disturbed window starts the span again after it (up to
-``extra_windows`` times), so the reported span is clean where it could be made so. So is the load generator's own cost
-(:mod:`tritontune.measure.client_cost`): a level the client limited is flagged client-bound by the
-same rule as a single class's (:attr:`TrafficMeasurement.client_bound`), and with
-``--load-processes auto`` it is measured again with more load processes.
+``extra_windows`` times), so the reported span is clean where it could be made so. So is the load
+generator's own cost (:mod:`tritontune.measure.client_cost`): a level the client limited is
+flagged client-bound by the same rule as a single class's
+(:attr:`TrafficMeasurement.client_bound`), and with ``--load-processes auto`` it is measured again
+with more load processes.
 """
 
 from __future__ import annotations

@@ -83,6 +83,20 @@ def gain_of(study: StudyRecord, point: BestPoint) -> Interval | None:
     return None if gain is None else Interval(gain, gain, gain)
 
 
+def behind_baseline(gain: Interval | None) -> str | None:
+    """When the baseline (the model's own config) served more than a config in every playoff
+    round, the sentence that says so; else None. The playoff never makes the baseline its
+    winner (it is the reference of every ratio), so a search whose every candidate lost to it
+    still has a winner: this is how the CLI and export tell the user to keep their config."""
+    if gain is None or gain.high >= 0:
+        return None
+    return (
+        f"the model's own config served more than this one in every playoff round "
+        f"({gain.median:+.0%} [{gain.low:+.0%}, {gain.high:+.0%}]): no candidate beat it at this "
+        "SLO; keep the model's own config, or search more trials or a wider space"
+    )
+
+
 def gain_over_baseline(baseline: OperatingPoint | None, throughput: float) -> float | None:
     """Throughput relative to the baseline's operating point (0.25 = 25 % better); None when the
     baseline missed the SLO or measured nothing. The one definition of "gain over the baseline"."""
