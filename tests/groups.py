@@ -11,7 +11,7 @@ from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.space import Choice, SearchSpace
 
 MODELS = ("mlp_a", "mlp_b")
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=30, max_windows=3)
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=10, max_windows=3)
 MODEL_SPACE = SearchSpace(
     {
         "max_batch_size": Choice((8, 16)),
