@@ -123,7 +123,9 @@ def test_a_pipeline_search_serves_the_variant_and_export_ships_it(
     assert listed["mlp"].precision["accuracy"]["cosine"] > 0.9
     assert listed["scale"].precision is None
 
-    checked = runner.invoke(app, ["check", str(out), "--window", "0.5s"])
+    # One round: what is under test is that the exported variant is served end to end, not the
+    # figures (a throughput miss on a busy machine is allowed below, so more rounds buy nothing).
+    checked = runner.invoke(app, ["check", str(out), "--window", "0.5s", "--rounds", "1"])
     assert "changed since export" not in checked.output, checked.output
     assert "scored (pipeline: scale, mlp)" in checked.output, checked.output
     # It served the exported variant end to end; its throughput figure may miss on a busy

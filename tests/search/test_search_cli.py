@@ -228,7 +228,7 @@ def test_ctrl_c_then_the_same_command_resumes(
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
         "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
-        "--playoff-top", "1", "--playoff-rounds", "2", "--max-load", "4",
+        "--playoff-top", "1", "--playoff-rounds", "1", "--max-load", "4",
     ]  # fmt: skip
     before = set(tritonserver_processes(own_servers))
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -259,7 +259,7 @@ def test_ctrl_c_then_the_same_command_resumes(
     for trial in data["screening_top"]:  # --max-load: no ramp went past it
         levels = trial["screening_operating_point"]["levels"]
         assert levels and max(level["load"] for level in levels) <= 4, trial
-    assert "playoff: trial" in again.stderr and "2 interleaved rounds" in again.stderr
+    assert "playoff: trial" in again.stderr and "1 interleaved rounds" in again.stderr
     assert "SCREENING figures" in again.stdout and "winner" in again.stdout
     assert "baseline (measured now)" in output
     assert "baseline (from the study)" in again.stderr  # reported, not measured again
