@@ -1,6 +1,7 @@
 """Interference detection: the probe reads real processes (a real CPU burner, no fakes)."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,3 +113,25 @@ def test_summary_says_what_happened():
 @pytest.mark.parametrize("steal", [0.0, 0.2])
 def test_steal_disturbs(steal: float):
     assert WindowLoad(1.0, 0.0, steal, 0.1).disturbed is (steal > 0)
+
+
+def test_a_servers_processes_are_not_interference_though_not_ours(tmp_path):
+    """A Triton server launched elsewhere (a container's processes show on the host) is the
+    server, not another tenant: ``tritonserver`` and its Python backend stubs, by the names
+    Linux gives them (cut to 15 characters: ``triton_python_b``)."""
+    pids = {}
+    for name in ("triton_python_backend_stub", "tritonserver", "another_tenant"):
+        (tmp_path / name).symlink_to(shutil.which("sleep"))
+        shell = subprocess.Popen(
+            ["sh", "-c", f"{tmp_path / name} 5 & echo $!"], stdout=subprocess.PIPE, text=True
+        )
+        pids[name] = int(shell.stdout.readline())  # re-parented to init: not our child
+        shell.wait()
+    try:
+        counted = InterferenceProbe([LoadThread.current()]).others()
+    finally:
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+    assert pids["another_tenant"] in counted, counted.get(pids["another_tenant"])
+    assert pids["triton_python_backend_stub"] not in counted
+    assert pids["tritonserver"] not in counted

@@ -46,6 +46,9 @@ STEAL_CORES_LIMIT = 0.10
 LOADGEN_BUSY_LIMIT = 0.90
 #: Processes that are a Triton server however it was launched (a container's show on the host).
 SERVER_PROCESS_NAMES = ("tritonserver", "triton_python_backend_stub")
+#: The same as Linux names them in ``/proc/PID/stat``: cut to 15 characters
+#: (``triton_python_b``), which :func:`process_table` reads.
+_SERVER_COMMS = tuple(name[:15] for name in SERVER_PROCESS_NAMES)
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,7 @@ class InterferenceProbe:
         return {
             pid: (proc.cpu_s, proc.started, proc.name)
             for pid, proc in table.items()
-            if pid not in ours and not proc.name.startswith(SERVER_PROCESS_NAMES)
+            if pid not in ours and not proc.name.startswith(_SERVER_COMMS)
         }
 
 
