@@ -18,7 +18,7 @@ controller (windows, stability, Triton's statistics over its own connection).
   appends to each stream's :class:`RequestLog` only the records completed by the lowest watermark,
   merged by completion time, so the logs stay in completion order and windows stay index slices;
   a controller calls :meth:`LoadGenerator.settle` before taking an edge. Lag samples (send lags,
-  loop lags) are keyed by the watermark of the batch that carried them: a window may get a lag
+  turnarounds) are keyed by the watermark of the batch that carried them: a window may get a lag
   sample up to one flush interval late, the latencies themselves are exact.
 * **Several classes.** A workload's classes are streams like any other: every worker gets each
   class's own share (its requests, its priority in them, its own arrival schedule dealt round

@@ -199,7 +199,7 @@ class _Edge:
     index: int
     stats: ModelStatsSnapshot | None
     lag_index: int = 0
-    """Where the client's lag samples stood (send lags open loop, loop lags closed loop)."""
+    """Where the client's lag samples stood (send lags open loop, turnarounds closed loop)."""
     steps: dict[str, ModelStatsSnapshot | None] = field(default_factory=dict)
     """The step models' statistics at this edge."""
 
