@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline test unit integration lint format docs bench clean
+.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu
 
 setup: $(VENV)/.installed
 
@@ -93,13 +93,13 @@ integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check tritontune tests bench examples docs
-	$(VENV)/bin/ruff format --check tritontune tests bench examples docs
+	$(VENV)/bin/ruff check tritontune tests bench examples docs gpu
+	$(VENV)/bin/ruff format --check tritontune tests bench examples docs gpu
 	$(VENV)/bin/mypy
 
 format: setup
-	$(VENV)/bin/ruff check --fix tritontune tests bench examples docs
-	$(VENV)/bin/ruff format tritontune tests bench examples docs
+	$(VENV)/bin/ruff check --fix tritontune tests bench examples docs gpu
+	$(VENV)/bin/ruff format tritontune tests bench examples docs gpu
 
 # The documentation site (docs/, mkdocs.yml) into site/. Strict: a broken link or anchor, a page
 # out of the nav or a command without its page fails it. NO_MKDOCS_2_WARNING quiets the Material
@@ -119,5 +119,29 @@ bench: setup $(MINILM)
 	$(PY) bench/precision.py
 	$(PY) bench/distributed.py
 
+# The GPU kit (gpu/kit.py): what a lent GPU host (Python 3.12, PyTorch, no network) lacks to run
+# tritontune, offline-installable, into gpu-kit/ (ignored); fails with the sizes when it and the
+# tracked tree exceed 62 MiB. See docs/concepts/gpu.md.
+gpu-kit: setup
+	$(PY) gpu/kit.py --out gpu-kit
+
+# The GPU check (gpu/check.py) on the host this runs on, with the host's own python3: install the
+# kit, profile, search, export and check a PyTorch encoder on the GPU; JSON and a summary into OUT.
+GPU_PYTHON ?= python3
+OUT ?= gpu-check-out
+gpu-check:
+	$(GPU_PYTHON) gpu/check.py --out $(OUT) --kit gpu-kit
+
+# The CPU rehearsal CI runs: a fresh Python 3.12 venv given what a GPU host has (gpu/host-packages.txt,
+# from PyPI, less PyTorch), then the check's CPU plan with the kit installed offline into it.
+PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12))
+GPU_HOST_VENV ?= /tmp/tritontune-gpu-host
+gpu-check-cpu: gpu-kit
+	@test -n "$(PY312)" || { echo "gpu-check-cpu: no Python 3.12 on this machine" >&2; exit 1; }
+	rm -rf $(GPU_HOST_VENV) && $(PY312) -m venv $(GPU_HOST_VENV)
+	$(GPU_HOST_VENV)/bin/pip install -q --disable-pip-version-check \
+	  $$(grep -v '^#' gpu/host-packages.txt | grep -v 'cpu-emulation: no' | awk 'NF {print $$1}')
+	$(GPU_HOST_VENV)/bin/python gpu/check.py --cpu --out $(OUT) --kit gpu-kit --timeout 170
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info site
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info site gpu-kit gpu-check-out

@@ -7,6 +7,7 @@ block (normally, on an error, or on Ctrl-C) stops whatever it started.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import urllib.error
@@ -134,6 +135,18 @@ def http_ready(http_url: str) -> bool:
             return reply.status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return False
+
+
+_CUDA_POOL = re.compile(r"CUDA memory pool is created on device (\d+)")
+
+
+def cuda_devices_in_log(text: str) -> int:
+    """GPUs a server's start-up log says it set up (one CUDA memory pool per device).
+
+    The GPU count otherwise comes from the per-GPU metrics, which Triton gathers through DCGM;
+    where DCGM can't start (some virtual machines), the metrics have no GPU while CUDA works, and
+    the log's ``CUDA memory pool is created on device N`` lines still count the devices."""
+    return len(set(_CUDA_POOL.findall(text)))
 
 
 def loopback_server_info(

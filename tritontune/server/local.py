@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ from tritontune.server.binary import (
 from tritontune.server.launcher import (
     ServerInfo,
     TritonLauncher,
+    cuda_devices_in_log,
     http_ready,
     loopback_server_info,
     telling_line,
@@ -154,6 +156,12 @@ class LocalTritonLauncher(TritonLauncher):
             backends=self.binary.backends(),
             response_cache=self.response_cache_bytes > 0,
         )
+        if self._info.capabilities.gpu_count == 0:
+            # No GPU metrics (DCGM did not start): the log still says which devices CUDA set up.
+            devices = cuda_devices_in_log(self.log_path.read_text(encoding="utf-8", errors="replace"))
+            if devices:
+                capabilities = dataclasses.replace(self._info.capabilities, gpu_count=devices)
+                self._info = dataclasses.replace(self._info, capabilities=capabilities)
         return self._info
 
     def _ports(self) -> tuple[int, int, int]:
