@@ -284,7 +284,7 @@ def plan_install(
     wheels: dict[str, KitWheel],
     installed: Callable[[str], str | None],
     root: str = "tritontune",
-    root_extras: frozenset[str] = frozenset({"local"}),
+    root_extras: frozenset[str] = frozenset(),
 ) -> tuple[list[KitWheel], list[str]]:
     """Which of the kit's wheels to install, and what stays unmet (one line each).
 
