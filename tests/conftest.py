@@ -28,6 +28,7 @@ MARKER_OF_FIXTURE = {
     "real_model": "real_model",
     "real_pipeline": "real_model",
     "postgres_url": "postgres",
+    "postgres_password": "postgres",
     "engine": "docker",
 }
 
@@ -257,6 +258,19 @@ def postgres_url():
     from tests.postgres import postgres_server
 
     yield from postgres_server()
+
+
+#: The password of :func:`postgres_password`'s server: a sentinel no output or file may hold.
+SENTINEL_PASSWORD = "Sentinel!" + os.urandom(6).hex()
+
+
+@pytest.fixture(scope="session")
+def postgres_password():
+    """A private PostgreSQL server that asks for a password (SCRAM): the URL of its database,
+    with :data:`SENTINEL_PASSWORD` in it."""
+    from tests.postgres import postgres_server
+
+    yield from postgres_server(password=SENTINEL_PASSWORD)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -35,13 +36,15 @@ def _as_postgres(args: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
 
 
-def _run(args: list[str]) -> None:
-    done = subprocess.run(args, capture_output=True, text=True)
+def _run(args: list[str], env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed: {(done.stderr or done.stdout).strip()}")
 
 
-def postgres_server() -> Iterator[str]:
+def postgres_server(password: str | None = None) -> Iterator[str]:
+    """A server on 127.0.0.1 and the URL of its database ``studies``; with ``password``, one that
+    asks the user ``tritontune`` for it (SCRAM), the URL carrying it."""
     initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     if initdb is None or pg_ctl is None:
         message = "PostgreSQL is not installed (apt-get install postgresql)"
@@ -56,7 +59,14 @@ def postgres_server() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(sockets, "postgres")
-    _run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "tritontune", "--no-sync"]))
+    auth = ["-A", "trust"]
+    if password is not None:
+        pwfile = base / "password"
+        pwfile.write_text(password + "\n")
+        if os.geteuid() == 0:
+            shutil.chown(pwfile, "postgres")
+        auth = ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
+    _run(_as_postgres([initdb, "-D", str(data), *auth, "-U", "tritontune", "--no-sync"]))
     port = _free_port()
     options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
     log = base / "postgres.log"
@@ -64,8 +74,10 @@ def postgres_server() -> Iterator[str]:
     try:
         createdb = _bin("createdb")
         assert createdb is not None
-        _run([createdb, "-h", "127.0.0.1", "-p", str(port), "-U", "tritontune", "studies"])
-        yield f"postgresql://tritontune@127.0.0.1:{port}/studies"
+        env = {**os.environ, "PGPASSWORD": password} if password is not None else None
+        _run([createdb, "-h", "127.0.0.1", "-p", str(port), "-U", "tritontune", "studies"], env)
+        user = "tritontune" if password is None else f"tritontune:{quote(password, safe='')}"
+        yield f"postgresql://{user}@127.0.0.1:{port}/studies"
     finally:
         subprocess.run(
             _as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True

@@ -38,6 +38,7 @@ LAYERS = {
     "units": 0,
     "yamlfile": 0,
     "hostinfo": 0,
+    "redaction": 0,
     "__init__": 0,
 }
 

@@ -1,3 +1,3 @@
-from tritontune.cli import app
+from tritontune.cli import run
 
-app(prog_name="tritontune")
+run()

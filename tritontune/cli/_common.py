@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -30,6 +30,7 @@ from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import (
     AccuracyFigures,
 )
+from tritontune.redaction import RedactingStream, guard_process_output, register_url
 from tritontune.serving.session import TuningSession
 from tritontune.study.figures import Interval
 from tritontune.study.records import TrialResult
@@ -102,8 +103,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Tables stay readable when output is piped or captured (rich would assume 80 columns).
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+# Everything printed goes through the redaction of the process's secrets (a storage URL's
+# password, header values), whatever printed it.
+console = Console(
+    file=cast(IO[str], RedactingStream(lambda: sys.stdout)), width=None if sys.stdout.isatty() else 160
+)
+err_console = Console(
+    file=cast(IO[str], RedactingStream(lambda: sys.stderr)), width=None if sys.stderr.isatty() else 160
+)
 
 
 def _print_error(err: Exception) -> None:
@@ -166,12 +173,22 @@ BatchSizeOption = Annotated[int, typer.Option(help="Client batch size per reques
 InputDataOption = Annotated[
     Path | None, typer.Option(help="Inputs in perf_analyzer's --input-data JSON format.")
 ]
+
+
+def secret_storage(url: str | None) -> str | None:
+    """Hide the storage URL's password from all this process prints (see tritontune.redaction)."""
+    register_url(url)
+    return url
+
+
 StorageOption = Annotated[
     str,
     typer.Option(
         envvar="TRITONTUNE_STORAGE",
         help="Optuna storage URL (or $TRITONTUNE_STORAGE, which keeps credentials off the "
-        "command line), e.g. postgresql://user:pw@host/db.",
+        "command line and out of process lists), e.g. postgresql://user:pw@host/db; its "
+        "password is never printed or written.",
+        callback=secret_storage,
     ),
 ]
 CsvOption = Annotated[
@@ -306,5 +323,6 @@ def print_server(session: TuningSession) -> None:
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m tritontune`
+    guard_process_output()
     app(prog_name="tritontune")
     sys.exit(0)

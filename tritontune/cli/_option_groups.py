@@ -26,6 +26,7 @@ from tritontune.measure.load_settings import LoadSettings, parse_load_settings
 from tritontune.precision.accuracy import parse_output_kinds, parse_tolerance
 from tritontune.precision.prepare import AccuracySettings
 from tritontune.precision.recipe import parse_calibration
+from tritontune.redaction import register_secret
 from tritontune.server.docker import DEFAULT_IMAGE, DockerSettings
 from tritontune.server.endpoint import client_settings
 from tritontune.server.factory import LaunchKind, LaunchSettings
@@ -37,6 +38,16 @@ def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )
+
+
+def secret_headers(texts: list[str] | None) -> list[str] | None:
+    """Hide the ``--header`` values from all this process prints (``Bearer TOKEN``, and the
+    credential after the scheme on its own)."""
+    for text in texts or ():
+        value = text.partition("=")[2].strip()
+        register_secret(value)
+        register_secret(value.partition(" ")[2].strip())
+    return texts
 
 
 #: The launch and client options, in the order ``--help`` lists them.
@@ -169,7 +180,8 @@ SERVER_OPTIONS: tuple[inspect.Parameter, ...] = (
             typer.Option(
                 "--header",
                 help="KEY=VALUE header sent with every request, control and load (repeatable), "
-                "e.g. 'Authorization=Bearer TOKEN'.",
+                "e.g. 'Authorization=Bearer TOKEN'; its value is never printed.",
+                callback=secret_headers,
             ),
         ],
         None,

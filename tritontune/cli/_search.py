@@ -347,7 +347,7 @@ def search(
                 outcome = _search_with_progress(session, tuning_space, settings)
             except KeyboardInterrupt:
                 err_console.print(
-                    f"[yellow]interrupted:[/] study {study_name!r} is saved in {storage}; "
+                    f"[yellow]interrupted:[/] study {study_name!r} is saved in {settings.storage_name}; "
                     "run the same command again to resume",
                     highlight=False,
                 )

@@ -53,6 +53,7 @@ from tritontune.record import (
 )
 from tritontune.study.figures import OperatingPoint, PlayoffEntry
 from tritontune.study.records import StudyRecord, TrialResult
+from tritontune.study.storage import storage_label
 from tritontune.study.verdict import behind_baseline
 from tritontune.units import format_duration
 
@@ -234,7 +235,7 @@ def _record_for(
         tuned_from={
             "model": pick.source.name,
             "study": study.name,
-            "storage": storage,
+            "storage": storage_label(storage),  # never its password
             "trial": pick.result.number,
             "rank": pick.rank,
         },

@@ -34,6 +34,7 @@ from tritontune.measure.traffic import Layout
 from tritontune.record import WORKLOAD_FILE, WorkloadRecord, write_record
 from tritontune.study.figures import Finalist
 from tritontune.study.records import WorkloadStudyRecord
+from tritontune.study.storage import storage_label
 
 
 def export_workload(
@@ -85,7 +86,7 @@ def export_workload(
             tuned_from={
                 "model": source.name,
                 "study": study.name,
-                "storage": storage,
+                "storage": storage_label(storage),  # never its password
                 "trial": winner.trial,
             },
         )

@@ -7,7 +7,6 @@ importances); the page is a Jinja2 template. The report's figures are also embed
 
 from __future__ import annotations
 
-import json
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import jinja2
 import optuna
 import plotly.graph_objects as go
+from jinja2.utils import htmlsafe_json_dumps
 from plotly.offline import get_plotlyjs
 
 from tritontune import __version__
@@ -231,7 +231,8 @@ def render_report(data: ReportData, study: optuna.Study) -> str:
         history=history,
         importances=importances,
         importance_note=importance_note,
-        report_json=json.dumps(data.to_dict()).replace("</", "<\\/"),
+        # <, >, & and ' as \u003c-style escapes: no model's text can end the <script> it is in.
+        report_json=htmlsafe_json_dumps(data.to_dict()),
         fmt_duration=format_duration,
         p95_at=p95_at,
         knobs=knobs_summary,

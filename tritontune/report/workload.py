@@ -16,12 +16,12 @@ rate measured, each class's figures at each):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
 import plotly.graph_objects as go
+from jinja2.utils import htmlsafe_json_dumps
 from plotly.offline import get_plotlyjs
 
 from tritontune.measure.traffic import ClassObjective
@@ -217,7 +217,7 @@ def write_workload_report(
         for figure in (curves_figure(capacity), served_figure(capacity))
     )
     items = "".join(f"<li>{escape(line)}</li>" for line in lines)
-    data = json.dumps(capacity.to_dict()).replace("</", "<\\/")
+    data = htmlsafe_json_dumps(capacity.to_dict())  # no text can end the <script> it is in
     page = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{escape(title)}</title><script>{get_plotlyjs()}</script></head><body>"

@@ -229,7 +229,7 @@ class SearchResult:
             "tritontune_version": __version__,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "study": self.study_name,
-            "storage": self.storage,
+            "storage": storage_label(self.storage),
             "slo_p99_ms": self.slo_p99_s * 1e3,
             "load_mode": self.load_mode.value,
             "strategy": self.study.strategy,

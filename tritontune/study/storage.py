@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from tritontune.errors import InputError
+from tritontune.redaction import redact_text, redact_url
 from tritontune.study import coordination
 from tritontune.study.schema import ClaimKey
 
@@ -28,8 +29,9 @@ Storage = str | optuna.storages.BaseStorage
 
 
 def storage_label(storage: Storage) -> str:
-    """How a storage is named in messages and results: its URL, or its class."""
-    return storage if isinstance(storage, str) else type(storage).__name__
+    """How a storage is named in messages, results and records: its URL without the password
+    (``postgresql://alice:***@db/tritontune``, see :mod:`tritontune.redaction`), or its class."""
+    return redact_url(storage) if isinstance(storage, str) else type(storage).__name__
 
 
 def open_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
@@ -51,13 +53,14 @@ def open_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, **options)
         except Exception as err:  # SQLAlchemy and Optuna raise many kinds for a bad URL or file
-            reason = " ".join(str(err).split())[:300]
+            # The driver's message may quote the URL or its password: neither goes further.
+            reason = redact_text(" ".join(str(err).split()), [url])[:300]
             if _lost_schema_race(reason) and attempt < SCHEMA_RACE_RETRIES:
                 # Workers started at once on an empty database all create Optuna's tables (and
                 # stamp its schema version); the losers find them made a moment later.
                 time.sleep(0.5 + attempt)
                 continue
-            raise InputError(f"--storage {url}: cannot be opened ({reason})") from None
+            raise InputError(f"--storage {storage_label(url)}: cannot be opened ({reason})") from None
     raise AssertionError("unreachable")
 
 
@@ -71,7 +74,7 @@ def existing_storage(url: str) -> optuna.storages.BaseStorage:
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         if not path.is_file():
-            raise InputError(f"--storage {url}: no such file ({path})")
+            raise InputError(f"--storage {storage_label(url)}: no such file ({path})")
     return open_storage(url)
 
 
