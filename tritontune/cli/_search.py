@@ -503,6 +503,7 @@ def _search_with_progress(
                 playoff_start,
                 playoff_round,
                 CalibrationProgress(calibrating, calibrated, ranked),
+                lambda first: err_console.print(first.describe(), highlight=False),
             ),
         )
 

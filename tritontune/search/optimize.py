@@ -34,6 +34,7 @@ from tritontune.measure.gpu_metrics import NO_GPUS
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
+from tritontune.search.first_trials import FirstTrials, use_first_trials
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
@@ -129,6 +130,8 @@ class SearchProgress:
     """(stage, round, contender, its figure or None when it failed)."""
     calibration: CalibrationProgress | None = None
     """``--strategy predict``: calibration and ranking."""
+    on_first_trials: Callable[[FirstTrials], None] | None = None
+    """The default strategy's first trials (each accepted precision, each compute setting)."""
 
 
 @dataclass
@@ -295,6 +298,10 @@ def run_search(
     # The budget starts before calibration: --timeout bounds the whole search, whatever the strategy.
     budget = Budget.start(settings.trials, settings.timeout_s, space.size())
     objective: Objective = SloObjective(space, settings)
+    if settings.strategy == Strategy.TPE and not isinstance(space, PipelineSpace):
+        first = use_first_trials(study, space)
+        if progress.on_first_trials:
+            progress.on_first_trials(first)
     if settings.strategy == Strategy.PREDICT:
         if isinstance(space, PipelineSpace):
             raise InputError(

@@ -21,18 +21,13 @@ The ranking itself (grid, pruning, corrections) is :mod:`tritontune.search.ranki
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import optuna
-from optuna.distributions import (
-    BaseDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from tritontune.config.variant import Variant
 from tritontune.enums import TextEnum
@@ -55,7 +50,7 @@ from tritontune.search.ranking import (
     rank_space,
     reference_setting,
 )
-from tritontune.search.sampler import DelegatingSampler, SnappingSampler, snapping
+from tritontune.search.sampler import ProposingSampler, SnappingSampler, snapping
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
@@ -85,7 +80,7 @@ def choose_next(
     return pick, corrections.factor(pick.setting), corrections.band(pick.setting)
 
 
-class PredictedSampler(DelegatingSampler):
+class PredictedSampler(ProposingSampler):
     """Proposes the ranking's configs in order (see the module docstring); ``base`` (TPE) once
     the ranking is used up, and for trials queued with fixed params (recovered ones)."""
 
@@ -96,57 +91,19 @@ class PredictedSampler(DelegatingSampler):
     ) -> None:
         super().__init__(base)
         self._ranking = ranking
-        self._targets: dict[int, dict[str, Any]] = {}
         self.predictions: dict[int, dict[str, Any]] = {}
         """Trial number -> what was predicted of its config (corrected), for the study."""
 
-    def sample_relative(
-        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        if trial.number in self._targets:
-            return {}
-        return self.base.sample_relative(study, trial, search_space)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.base.before_trial(study, trial)
-        if "fixed_params" in trial.system_attrs:
-            return
+    def propose(self, study: optuna.Study, trial: FrozenTrial) -> Mapping[str, Any] | None:
         handle = TuningStudy.of(study)
         taken = handle.snapshot().taken()
         corrections = Corrections.of(handle.read().results)
         choice = choose_next(self._ranking(), corrections, taken, len(self.predictions))
         if choice is None:
-            return
+            return None
         predicted, correction, band = choice
-        self._targets[trial.number] = predicted.point
         self.predictions[trial.number] = predicted.to_dict(correction, band)
-
-    def sample_independent(
-        self,
-        study: optuna.Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        target = self._targets.get(trial.number)
-        if target is None or param_name not in target:
-            return self.base.sample_independent(study, trial, param_name, param_distribution)
-        value = target[param_name]
-        if isinstance(param_distribution, FloatDistribution):
-            return float(value)  # an ordered choice, sampled as a float and snapped
-        if isinstance(param_distribution, IntDistribution):
-            return int(value)
-        return value
-
-    def after_trial(
-        self,
-        study: optuna.Study,
-        trial: FrozenTrial,
-        state: TrialState,
-        values: Sequence[float] | None,
-    ) -> None:
-        self._targets.pop(trial.number, None)
-        self.base.after_trial(study, trial, state, values)
+        return predicted.point
 
 
 class Strategy(TextEnum):

@@ -7,17 +7,20 @@ wrapper snaps the proposed float to the choice's nearest value *before* Optuna s
 Optuna rounds an integer distribution), so the param a person reads is the value the config used,
 and TPE learns from the values that were measured.
 
-Both this and ``--strategy predict``'s sampler (:mod:`tritontune.search.predicted`) change one or
-two of a sampler's calls and hand the rest to another: :class:`DelegatingSampler`.
+Both this and the samplers that propose configs themselves (``--strategy predict``'s,
+:mod:`tritontune.search.predicted`; the first trials', :mod:`tritontune.search.first_trials`)
+change one or two of a sampler's calls and hand the rest to another: :class:`DelegatingSampler`.
+The proposing ones share :class:`ProposingSampler`: they choose a trial's point before it is
+sampled, and the base sampler goes on where they have nothing to propose.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution
+from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from tritontune.search.space import Choice, SearchSpace
@@ -63,6 +66,62 @@ class DelegatingSampler(optuna.samplers.BaseSampler):
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
+
+
+class ProposingSampler(DelegatingSampler):
+    """A sampler that picks some trials' points itself (:meth:`propose`, asked before each trial)
+    and leaves the rest, and the knobs a proposal leaves out, to ``base``. A trial queued with
+    fixed params (a recovered one) is never proposed for."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler) -> None:
+        super().__init__(base)
+        self._targets: dict[int, dict[str, Any]] = {}
+
+    def propose(self, study: optuna.Study, trial: FrozenTrial) -> Mapping[str, Any] | None:
+        """The point for ``trial`` (by dimension, in the space's values), or None."""
+        raise NotImplementedError
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+        if "fixed_params" in trial.system_attrs:
+            return
+        point = self.propose(study, trial)
+        if point is not None:
+            self._targets[trial.number] = dict(point)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if trial.number in self._targets:
+            return {}
+        return self.base.sample_relative(study, trial, search_space)
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        target = self._targets.get(trial.number)
+        if target is None or param_name not in target:
+            return self.base.sample_independent(study, trial, param_name, param_distribution)
+        value = target[param_name]
+        if isinstance(param_distribution, FloatDistribution):
+            return float(value)  # an ordered choice, sampled as a float and snapped
+        if isinstance(param_distribution, IntDistribution):
+            return int(value)
+        return value
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self._targets.pop(trial.number, None)
+        self.base.after_trial(study, trial, state, values)
 
 
 class SnappingSampler(DelegatingSampler):

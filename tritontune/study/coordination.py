@@ -164,11 +164,15 @@ class Snapshot:
     def taken(self) -> set[PointKey]:
         """The points of every trial measured, failed or being measured: a strategy that
         proposes configs itself never proposes these again."""
-        return {
-            point_key(t.user_attrs[TrialKey.POINT])
+        return {point_key(point) for point in self.taken_points()}
+
+    def taken_points(self) -> list[dict[str, Any]]:
+        """The points themselves of :meth:`taken` (a proposer matching some knobs only)."""
+        return [
+            dict(t.user_attrs[TrialKey.POINT])
             for t in self.trials
             if TrialKey.POINT in t.user_attrs and t.state != TrialState.WAITING
-        }
+        ]
 
     def twin(self, number: int, point: Mapping[str, Any]) -> Twin | None:
         """Another trial than ``number`` with the same config, finished or running.

@@ -1,0 +1,136 @@
+"""The first trials of a default search: every accepted precision, then every way to use the
+host's compute at the best precision, before TPE (tritontune/search/first_trials.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.fakes import FakeSession
+from tests.studies import point as operating_point
+from tritontune.config.repository import load_model_source
+from tritontune.search.first_trials import FirstTrials, compute_settings
+from tritontune.search.optimize import SearchSettings, run_search
+from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.study.records import TrialResult
+
+PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8_static")
+
+
+def cpu_space(cores: int, precisions: tuple[str, ...] = PRECISIONS) -> SearchSpace:
+    """The default space's shape for an onnxruntime model on ``cores`` CPU cores."""
+    return SearchSpace(
+        {
+            "max_batch_size": Choice((1, 2, 4, 8, 16, 32, 64, 128)),
+            "dynamic_batching": Choice((False, True)),
+            "max_queue_delay": IntRange(20, 50_000, log=True),
+            "preferred_batch_size": Choice(("none", "max")),
+            "instance_kind": Choice(("cpu",)),
+            "instance_count": IntRange(1, max(2, cores)),
+            "intra_op_thread_count": IntRange(1, cores),
+            "inter_op_thread_count": IntRange(1, cores),
+            "graph_optimization": Choice(("all", "extended", "basic")),
+            "precision": Choice(precisions),
+        }
+    )
+
+
+def splits(space: SearchSpace) -> list[tuple[int, int | None]]:
+    return [(s["instance_count"], s.get("intra_op_thread_count")) for s in compute_settings(space)]
+
+
+def test_the_compute_settings_split_the_cores_the_balanced_one_first():
+    assert sorted(splits(cpu_space(2))) == [(1, 2), (2, 1)]
+    assert splits(cpu_space(16)) == [(4, 4), (8, 2), (2, 8), (1, 16), (16, 1)]
+    gpu = SearchSpace({"instance_kind": Choice(("gpu",)), "instance_count": IntRange(1, 4)})
+    assert splits(gpu) == [(2, None), (1, None), (4, None)]
+    assert compute_settings(SearchSpace({"max_batch_size": Choice((8, 16))})) == [{}]  # the model's own
+
+
+def test_a_space_file_that_fixes_the_threads_keeps_them_fixed():
+    space = cpu_space(4).replace("intra_op_thread_count", IntRange(1, 1))
+    assert sorted(splits(space)) == [(1, 1)]
+
+
+def test_every_first_point_is_one_whole_config_with_sensible_knobs():
+    first = FirstTrials.of(cpu_space(2))
+    points = first.step_one()
+    assert [p["precision"] for p in points] == list(PRECISIONS)
+    for p in points:
+        assert set(p) == set(cpu_space(2).dimensions)  # nothing left to chance
+        assert p["dynamic_batching"] is True and p["max_batch_size"] == 16
+        assert p["max_queue_delay"] == 1000 and p["preferred_batch_size"] == "none"
+        assert p["graph_optimization"] == "all" and p["inter_op_thread_count"] == 1
+    assert first.count() == 5  # four precisions, then the other split of two cores
+
+
+def result(number: int, params: dict, throughput: float, feasible: bool = True) -> TrialResult:
+    return TrialResult(
+        number=number,
+        params=params,
+        knobs={},
+        operating_point=operating_point(throughput, 0.04, feasible=feasible),
+        config_pbtxt="",
+        duration_s=1.0,
+    )
+
+
+def test_precisions_first_then_the_other_settings_at_the_best_precision():
+    first = FirstTrials.of(cpu_space(2))
+    step_one = first.step_one()
+    taken: list[dict] = []
+    results: list[TrialResult] = []
+    throughput = {"fp32": 100.0, "fp16": 80.0, "int8_dynamic": 190.0, "int8_static": 400.0}
+    feasible = {"int8_static": False}  # served most, but missed the SLO: not the best
+    for i, expected in enumerate(step_one):
+        proposed = first.next_point(results, taken)
+        assert proposed == expected
+        taken.append(proposed)
+        precision = proposed["precision"]
+        results.append(result(i, proposed, throughput[precision], feasible.get(precision, True)))
+    proposed = first.next_point(results, taken)
+    assert proposed is not None and proposed["precision"] == "int8_dynamic"
+    assert (proposed["instance_count"], proposed["intra_op_thread_count"]) != (
+        step_one[0]["instance_count"],
+        step_one[0]["intra_op_thread_count"],
+    )
+    taken.append(proposed)
+    assert first.next_point(results, taken) is None  # TPE's turn
+
+
+def test_a_point_another_worker_is_measuring_is_left_to_it():
+    first = FirstTrials.of(cpu_space(2))
+    step_one = first.step_one()
+    assert first.next_point([], [step_one[0]]) == step_one[1]
+
+
+@pytest.fixture
+def fake_session(example_repository: Path) -> FakeSession:
+    return FakeSession(load_model_source(example_repository, "mlp"))
+
+
+def test_a_search_measures_its_first_trials_before_tpe(fake_session: FakeSession):
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((4, 8, 16, 32)),
+            "dynamic_batching": Choice((True, False)),
+            "max_queue_delay": IntRange(100, 10_000, log=True),
+            "preferred_batch_size": Choice(("none", "max")),
+            "instance_count": IntRange(1, 4),
+        }
+    )
+    settings = SearchSettings(
+        slo_p99_s=0.05,
+        trials=5,
+        seed=1,
+        storage=optuna.storages.InMemoryStorage(),
+        study_name="first",
+    )
+    result = run_search(fake_session, space, settings)
+    by_number = sorted(result.study.results, key=lambda r: r.number)
+    first = FirstTrials.of(space)
+    expected = [first.point(s, None) for s in first.settings]
+    assert [r.params for r in by_number[: len(expected)]] == expected
+    assert len(by_number) == 5
