@@ -104,6 +104,7 @@ def main() -> int:
     args = parser.parse_args()
     args.model_repository = args.model_repository.resolve()
     args.input_data = args.input_data.resolve() if args.input_data else None
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     versions = [("new", ROOT)]
     if args.compare_with:
