@@ -22,10 +22,10 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import quote, quote_plus, unquote
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
-from urllib.parse import quote, quote_plus, unquote
 
 MASK = "***"
 
