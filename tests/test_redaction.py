@@ -14,8 +14,7 @@ from tritontune.redaction import RedactingStream, redact_text, redact_url
 
 @pytest.fixture(autouse=True)
 def no_registered_secrets(monkeypatch):
-    monkeypatch.setattr(redaction, "_urls", set())
-    monkeypatch.setattr(redaction, "_values", set())
+    monkeypatch.setattr(redaction, "_known", [])
 
 
 @pytest.mark.parametrize(

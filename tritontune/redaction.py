@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote, quote_plus, unquote
 
@@ -76,56 +77,86 @@ def redact_url(url: str) -> str:
     return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", MASK)
 
 
-def redact_text(text: str, urls: Iterable[str] = ()) -> str:
-    """``text`` with every form of the secrets of ``urls`` replaced by ``***``; each whole URL
-    stands as its redacted form, so that the message still names the place."""
-    for url in urls:
+@dataclass(frozen=True)
+class _Secret:
+    """A secret made ready to hide once, for the many texts it is hidden from: every form it may
+    stand in (longest first, so that a secret containing another is hidden whole) and, for a URL,
+    the URL and its redacted form, which stands in its place."""
+
+    forms: tuple[str, ...]
+    url: str | None = None
+    shown: str | None = None
+
+    @classmethod
+    def of_url(cls, url: str) -> _Secret | None:
         secrets = _secrets_of(url) if url else []
-        if not url or not secrets:
-            continue
+        return cls(_all_forms(secrets), url, redact_url(url)) if secrets else None
+
+    @classmethod
+    def of_value(cls, value: str) -> _Secret:
+        return cls(_all_forms([value]))
+
+    def hide(self, text: str) -> str:
+        if self.url is None or self.shown is None:
+            return _hide(text, self.forms)
         placeholder = "\0tritontune-url\0"
-        text = _hide(text.replace(url, placeholder), secrets).replace(placeholder, redact_url(url))
-    return text
+        return _hide(text.replace(self.url, placeholder), self.forms).replace(placeholder, self.shown)
 
 
-def _hide(text: str, secrets: Iterable[str]) -> str:
-    # Longest first, so that a secret containing another is hidden whole.
-    for form in sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True):
+def _all_forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True))
+
+
+def _hide(text: str, forms: Iterable[str]) -> str:
+    for form in forms:
         text = text.replace(form, MASK)
     return text
 
 
-def redact_header(key: str, value: str) -> str:
-    """How a ``--header KEY=VALUE`` is shown: its key, never its value (``Authorization=***``)."""
-    return f"{key}={MASK}" if value else f"{key}="
+def redact_text(text: str, urls: Iterable[str] = ()) -> str:
+    """``text`` with every form of the secrets of ``urls`` replaced by ``***``; each whole URL
+    stands as its redacted form, so that the message still names the place."""
+    for url in urls:
+        secret = _Secret.of_url(url)
+        if secret is not None:
+            text = secret.hide(text)
+    return text
 
 
 # -- the process's secrets -------------------------------------------------------------------------
 # The CLI registers each storage URL and header value it is given (the option's callback), so that
 # whatever reaches the terminal (a message, an error a library raised, a traceback) goes through
-# redact() on the way out: a message nobody thought of still can't carry the password.
+# redact() on the way out: a message nobody thought of still can't carry the password. Each is
+# parsed once, when registered: redact() runs on every line printed.
 
-_urls: set[str] = set()
-_values: set[str] = set()
+_known: list[_Secret] = []
+
+
+def _register(secret: _Secret) -> None:
+    if secret not in _known:
+        _known.append(secret)
+        # Longer URLs first (one may contain another), then the bare values.
+        _known.sort(key=lambda s: -len(s.url) if s.url else 0)
 
 
 def register_url(url: str | None) -> None:
     """Hide ``url``'s secrets from everything this process prints from now on."""
-    if url and _secrets_of(url):
-        _urls.add(url)
+    secret = _Secret.of_url(url) if url else None
+    if secret is not None:
+        _register(secret)
 
 
 def register_secret(value: str | None) -> None:
     """Hide ``value`` (a header's value: a token) from everything this process prints."""
     if value:
-        _values.add(value)
+        _register(_Secret.of_value(value))
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret hidden (:func:`redact_text` for the URLs)."""
-    if _urls:
-        text = redact_text(text, list(sorted(_urls, key=len, reverse=True)))
-    return _hide(text, _values) if _values else text
+    """``text`` with every registered secret hidden."""
+    for secret in _known:
+        text = secret.hide(text)
+    return text
 
 
 class RedactingStream:
@@ -136,7 +167,10 @@ class RedactingStream:
         self._target = target
 
     def write(self, text: str) -> int:
-        self._target().write(redact(text))
+        target = self._target()
+        # A console writing to sys.stdout that is itself redacting (the CLI's entry point) is
+        # redacted there, once.
+        target.write(text if isinstance(target, RedactingStream) else redact(text))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, ...
@@ -149,13 +183,10 @@ def guard_process_output() -> None:
     For the command-line entry point (tests that capture output swap the streams themselves)."""
     import logging
 
-    originals = {id(sys.stdout): sys.stdout, id(sys.stderr): sys.stderr}
     out, err = sys.stdout, sys.stderr
-    sys.stdout = RedactingStream(lambda: out)
-    sys.stderr = RedactingStream(lambda: err)
-    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-    for logger in loggers:
+    guarded = {id(out): RedactingStream(lambda: out), id(err): RedactingStream(lambda: err)}
+    sys.stdout, sys.stderr = guarded[id(out)], guarded[id(err)]
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
         for handler in getattr(logger, "handlers", ()):
-            stream = getattr(handler, "stream", None)
-            if isinstance(handler, logging.StreamHandler) and id(stream) in originals:
-                handler.setStream(sys.stderr if stream is err else sys.stdout)
+            if isinstance(handler, logging.StreamHandler) and id(handler.stream) in guarded:
+                handler.setStream(guarded[id(handler.stream)])
