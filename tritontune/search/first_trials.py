@@ -35,7 +35,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tritontune.search.sampler import ProposingSampler, SnappingSampler, snapping
+from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import Dimension, IntRange, SearchSpace
 from tritontune.study.coordination import point_key
 from tritontune.study.handle import TuningStudy
@@ -52,8 +52,6 @@ SENSIBLE_KNOBS: dict[str, Any] = {
     "graph_optimization": "all",
     "tensorrt_precision": "FP16",
 }
-#: The knobs that say how a config uses the host's compute.
-COMPUTE_KNOBS = ("instance_count", "intra_op_thread_count")
 
 
 def allowed(dimension: Dimension, value: Any) -> bool:
@@ -217,17 +215,22 @@ class FirstTrialsSampler(ProposingSampler):
     def __init__(self, base: optuna.samplers.BaseSampler, first: FirstTrials) -> None:
         super().__init__(base)
         self.first = first
+        self._done = False
+        """Every first point was taken: a taken point stays taken, so the study need not be
+        read for them again."""
 
     def propose(self, study: optuna.Study, trial: FrozenTrial) -> Mapping[str, Any] | None:
-        handle = TuningStudy.of(study)
-        return self.first.next_point(handle.read().results, handle.snapshot().taken_points())
+        if self._done:
+            return None
+        snapshot = TuningStudy.of(study).snapshot()
+        point = self.first.next_point(list(snapshot.counted().values()), snapshot.taken_points())
+        self._done = point is None
+        return point
 
 
 def use_first_trials(study: TuningStudy, space: SearchSpace) -> FirstTrials:
     """Make the study's sampler propose ``space``'s first trials before its own (the snapping of
     ordered choices kept); returns them."""
     first = FirstTrials.of(space)
-    current = study.optuna_study.sampler
-    base = current.base if isinstance(current, SnappingSampler) else current
-    study.optuna_study.sampler = snapping(FirstTrialsSampler(base, first), space)
+    propose_first(study.optuna_study, lambda base: FirstTrialsSampler(base, first), space)
     return first

@@ -50,7 +50,7 @@ from tritontune.search.ranking import (
     rank_space,
     reference_setting,
 )
-from tritontune.search.sampler import ProposingSampler, SnappingSampler, snapping
+from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
@@ -245,9 +245,6 @@ def use_prediction(
                 progress.on_ranked(cached[0])
         return cached[0]
 
-    current = study.optuna_study.sampler
-    base = current.base if isinstance(current, SnappingSampler) else current
-    sampler = PredictedSampler(base, ranking)
-    study.optuna_study.sampler = snapping(sampler, space)
+    sampler = propose_first(study.optuna_study, lambda base: PredictedSampler(base, ranking), space)
     study.save_strategy(Strategy.PREDICT.value)
     return PredictedObjective(objective, sampler, study)

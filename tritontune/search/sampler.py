@@ -17,7 +17,7 @@ sampled, and the base sampler goes on where they have nothing to propose.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
@@ -156,8 +156,27 @@ class SnappingSampler(DelegatingSampler):
         return self._snapped(param_name, value)
 
 
+def unsnapped(sampler: optuna.samplers.BaseSampler) -> optuna.samplers.BaseSampler:
+    """The sampler a :class:`SnappingSampler` wraps (``sampler`` itself if it snaps nothing)."""
+    return sampler.base if isinstance(sampler, SnappingSampler) else sampler
+
+
 def snapping(sampler: optuna.samplers.BaseSampler, space: SearchSpace) -> SnappingSampler:
     """``sampler`` snapping ``space``'s ordered choices (re-wrapped if it already snaps another
     space: precision preparation may narrow the space after the study is opened)."""
-    base = sampler.base if isinstance(sampler, SnappingSampler) else sampler
-    return SnappingSampler(base, space)
+    return SnappingSampler(unsnapped(sampler), space)
+
+
+Proposer = TypeVar("Proposer", bound=ProposingSampler)
+
+
+def propose_first(
+    study: optuna.Study,
+    make: Callable[[optuna.samplers.BaseSampler], Proposer],
+    space: SearchSpace,
+) -> Proposer:
+    """Put the proposing sampler ``make`` builds around the study's own sampler, ordered
+    choices still snapped; returns it."""
+    proposer = make(unsnapped(study.sampler))
+    study.sampler = snapping(proposer, space)
+    return proposer
