@@ -40,11 +40,12 @@ import tarfile
 import tempfile
 import time
 import traceback
-import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kit import KitWheel, normalize, read_wheel  # gpu/kit.py: what the kit is made of
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -250,34 +251,6 @@ def host_site_dirs() -> list[str]:
         for p in sys.path
         if p.rstrip("/").endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
     ]
-
-
-@dataclass(frozen=True)
-class KitWheel:
-    name: str
-    version: str
-    path: Path
-    requires: tuple[str, ...]
-
-
-def read_wheel(path: Path) -> KitWheel:
-    with zipfile.ZipFile(path) as wheel:
-        metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
-        text = wheel.read(metadata).decode("utf-8")
-    fields: dict[str, list[str]] = {}
-    for line in text.split("\n\n", 1)[0].splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), []).append(value.strip())
-    return KitWheel(
-        name=normalize(fields["Name"][0]),
-        version=fields["Version"][0],
-        path=path,
-        requires=tuple(fields.get("Requires-Dist", ())),
-    )
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def plan_install(

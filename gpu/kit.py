@@ -31,6 +31,7 @@ import argparse
 import io
 import json
 import lzma
+import re
 import shutil
 import subprocess
 import sys
@@ -85,7 +86,7 @@ OMITTED = {
 
 def normalize(name: str) -> str:
     """A distribution name as PEP 503 compares them."""
-    return name.lower().replace("_", "-").replace(".", "-")
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,32 @@ def host_packages(path: Path = HOST_PACKAGES) -> tuple[HostPackage, ...]:
     return tuple(found)
 
 
-def wheel_name(path: Path) -> str:
-    """The distribution a wheel file holds, from its METADATA (the file name's may differ)."""
+@dataclass(frozen=True)
+class KitWheel:
+    """A wheel of the kit, as its METADATA says (the file name's spelling may differ)."""
+
+    name: str
+    version: str
+    path: Path
+    requires: tuple[str, ...]
+
+
+def read_wheel(path: Path) -> KitWheel:
     with zipfile.ZipFile(path) as wheel:
         metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
-        for line in wheel.read(metadata).decode("utf-8").splitlines():
-            if line.startswith("Name:"):
-                return normalize(line.split(":", 1)[1].strip())
-    raise SystemExit(f"{path.name}: no Name in its METADATA")
+        text = wheel.read(metadata).decode("utf-8")
+    fields: dict[str, list[str]] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), []).append(value.strip())
+    if "Name" not in fields or "Version" not in fields:
+        raise SystemExit(f"{path.name}: no Name or Version in its METADATA")
+    return KitWheel(
+        name=normalize(fields["Name"][0]),
+        version=fields["Version"][0],
+        path=path,
+        requires=tuple(fields.get("Requires-Dist", ())),
+    )
 
 
 def pip(*args: str) -> None:
@@ -156,7 +175,7 @@ def build_wheels(out: Path, scratch: Path) -> tuple[list[dict], list[dict]]:
     wheels.mkdir(parents=True)
     kept, left = [], []
     for wheel in sorted(resolved.glob("*.whl")):
-        name = wheel_name(wheel)
+        name = read_wheel(wheel).name
         size = wheel.stat().st_size
         if name in host and name not in FALLBACKS:
             left.append({"name": name, "bytes": size, "why": "the GPU host has it"})
