@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tests.search.test_operating_point import measurement
 from tritontune.config.model_config import ModelConfig
@@ -208,19 +208,30 @@ def _instances(config: ModelConfig) -> int:
 
 class SimulatedSession(FakeSession):
     """A bench whose server is Triton's batcher as the simulator models it, with a known service
-    curve per instance count (``curves``): the truth a prediction-led search must recover. Each
-    level reports Triton-style statistics (executions and compute time by batch size)."""
+    curve per instance count (``curves``), or per loaded config (a function of it): the truth a
+    prediction-led search must recover. Each level reports Triton-style statistics (executions
+    and compute time by batch size)."""
 
-    def __init__(self, source: ModelSource, curves: Mapping[int, ServiceCurve], requests: int = 1500):
+    def __init__(
+        self,
+        source: ModelSource,
+        curves: Mapping[int, ServiceCurve] | Callable[[ModelConfig], ServiceCurve],
+        requests: int = 1500,
+    ):
         super().__init__(source)
-        self.curves = dict(curves)
+        self.curves = curves if callable(curves) else dict(curves)
         self.requests = requests
+
+    def curve_of(self, config: ModelConfig) -> ServiceCurve:
+        if callable(self.curves):
+            return self.curves(config)
+        return self.curves[batcher_config_of(config).instances]
 
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
         assert self.loaded is not None
         self.measured.append(self.loaded.max_batch_size)
         config = batcher_config_of(self.loaded)
-        curve = self.curves[config.instances]
+        curve = self.curve_of(self.loaded)
         arrivals = (
             ClosedLoop(int(load.value)) if load.mode == LoadMode.CONCURRENCY else OpenLoop(load.value)
         )

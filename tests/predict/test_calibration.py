@@ -10,7 +10,9 @@ from tritontune.config.model_config import parse_config_text
 from tritontune.predict.calibration import (
     BatchPoint,
     Calibration,
+    Derivation,
     SettingCalibration,
+    contention,
     execution_setting,
     fit_points,
     lognormal_cv,
@@ -108,3 +110,81 @@ def test_a_config_as_the_batcher_sees_it():
     assert str(batcher.timeout_action) == "delay"
     plain = batcher_config_of(parse_config_text('name: "m" max_batch_size: 8'))
     assert not plain.batching and plain.instances == 1
+
+
+def threaded(instances: int, threads: int, truth) -> SettingCalibration:
+    """A calibration measured on a machine whose truth is ``truth(instances, threads, batch)``."""
+    return SettingCalibration(
+        {"instance_count": instances, "intra_op_thread_count": threads},
+        tuple(BatchPoint(b, truth(instances, threads, b), 10) for b in (1, 4, 16)),
+        cv=0.1,
+        overhead_s=0.0005,
+    )
+
+
+def shared_cores(instances: int, threads: int, batch: int, cores: int = 2, alpha: float = 1.7) -> float:
+    """Instances and threads on ``cores`` cores: threads speed one execution up by
+    ``threads ** 0.8``, and executions stretch by ``(busy cores asked / cores) ** alpha``
+    past the cores (onnxruntime's spinning threads: worse than fair time-slicing)."""
+    busy = threads**0.8
+    return 0.001 * batch / busy * max(1.0, instances * busy / cores) ** alpha
+
+
+def test_instances_and_threads_that_share_the_cores_are_not_multiplied_as_if_independent():
+    reference = {"instance_count": 1, "intra_op_thread_count": 1}
+    values = {"instance_count": (1, 2, 4), "intra_op_thread_count": (1, 2)}
+    calibration = Calibration(reference, cores=2)
+    # the joint setting: the most instances with the most threads the limit allows
+    assert calibration.joint_setting(values, max_threads=8) == {
+        "instance_count": 4,
+        "intra_op_thread_count": 2,
+    }
+    assert calibration.joint_setting(values, max_threads=4) == {
+        "instance_count": 2,
+        "intra_op_thread_count": 2,
+    }
+    assert calibration.joint_setting(values, max_threads=2) is None  # nothing oversubscribes
+    assert Calibration(reference).joint_setting(values, max_threads=8) is None  # cores unknown
+    joint = calibration.joint_setting(values, max_threads=8)
+    plan = settings_to_calibrate(reference, values, joint)
+    assert len(plan) == 5 and plan[-1] == joint
+    for one in plan[:-1]:
+        calibration.add(threaded(one["instance_count"], one["intra_op_thread_count"], shared_cores))
+
+    wanted = {"instance_count": 2, "intra_op_thread_count": 2}
+    truth = shared_cores(2, 2, 16)
+    # before the joint setting is measured: fair time-slicing (alpha 1), already far closer to
+    # the truth than the product of the one-knob ratios
+    independent = Calibration(reference)  # cores unknown: composed as before
+    independent.settings = dict(calibration.settings)
+    composed = independent.predict(wanted)
+    assert composed.derivation == Derivation.COMPOSED
+    assert composed.curve.mean(16) < 0.7 * truth  # the 2.5x-too-fast composition
+    modelled = calibration.predict(wanted)
+    assert modelled.derivation == Derivation.CONTENTION and not modelled.measured
+    assert calibration.alpha() == (1.0, None)
+    assert modelled.curve.mean(16) == pytest.approx(truth, rel=0.35)
+    # the joint calibration fits alpha, and the fitted model predicts the other oversubscribed
+    # settings it was not measured at
+    calibration.add(threaded(4, 2, shared_cores))
+    alpha, fitted_on = calibration.alpha()
+    assert alpha == pytest.approx(1.7, abs=0.05) and fitted_on is not None
+    refined = calibration.predict(wanted)
+    assert refined.curve.mean(16) == pytest.approx(truth, rel=0.05)
+    assert fitted_on in refined.sources
+    # a setting that doesn't oversubscribe is left as composed (no stretch)
+    assert contention(1, 1.7, 1, 1.0, 2) == 1.0
+    # other knobs compose on the calibrated joint setting of their instances and threads
+    calibration.add(
+        SettingCalibration(
+            {**reference, "precision": "int8"},
+            tuple(BatchPoint(b, 0.5 * shared_cores(1, 1, b), 10) for b in (1, 4, 16)),
+            cv=0.1,
+            overhead_s=0.0005,
+        )
+    )
+    int8 = calibration.predict({**joint, "precision": "int8"})
+    assert int8.derivation == Derivation.COMPOSED
+    assert int8.curve.mean(16) == pytest.approx(0.5 * shared_cores(4, 2, 16), rel=0.01)
+    again = Calibration.from_dict(calibration.to_dict())
+    assert again.cores == 2 and again.alpha() == calibration.alpha()

@@ -21,15 +21,25 @@ from tritontune.config.variant import apply_variant
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.batcher import ClosedLoop, ServiceCurve, operating_point, simulate
-from tritontune.predict.calibration import BatchPoint, Calibration, SettingCalibration
+from tritontune.predict.calibration import BatchPoint, Calibration, Derivation, SettingCalibration
 from tritontune.predict.config import batcher_config_of
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
-from tritontune.search.predicted import Strategy
-from tritontune.search.ranking import Corrections, all_points, dimension_values, rank_space
+from tritontune.search.predicted import Strategy, choose_next, missed_setting
+from tritontune.search.ranking import (
+    Corrections,
+    Predicted,
+    RankedSpace,
+    Ranking,
+    all_points,
+    dimension_values,
+    rank_space,
+)
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_model, what_if
+from tritontune.study.figures import OperatingPoint
 from tritontune.study.handle import TuningStudy
+from tritontune.study.records import TrialResult
 
 ONE = {1: 0.004, 4: 0.007, 16: 0.018, 64: 0.065}
 CURVES = {
@@ -226,3 +236,158 @@ def test_a_workload_search_refuses_the_predict_strategy(example_repository: Path
     )  # fmt: skip
     assert shown.exit_code != 0
     assert "--strategy: not with --workload yet" in shown.output
+
+
+#: A CPU space of instances and threads on a 2-core modelled server; ``max_threads: none`` puts
+#: the oversubscribed configs back (4 instances x 2 threads: the joint calibration).
+CORES_SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((1, 4, 16)),
+        "dynamic_batching": Choice((True,)),
+        "max_queue_delay": Choice((100, 3000)),
+        "preferred_batch_size": Choice(("none",)),
+        "instance_count": Choice((1, 2, 4)),
+        "intra_op_thread_count": Choice((1, 2)),
+    }
+)
+
+
+def shared_cores_curve(config) -> ServiceCurve:
+    """The truth: threads speed an execution up by ``threads ** 0.8``; instances and threads
+    asking more than the 2 cores stretch every execution by ``(asked / 2) ** 1.7``."""
+    instances = batcher_config_of(config).instances
+    parameter = config.parameters.get("intra_op_thread_count")
+    threads = int(parameter.string_value) if parameter is not None else 1
+    busy = threads**0.8
+    stretch = max(1.0, instances * busy / 2) ** 1.7
+    return ServiceCurve({b: (m / busy * stretch, 0.1 * m / busy * stretch) for b, m in ONE.items()})
+
+
+def test_an_oversubscribed_setting_is_answered_within_its_band(source, tmp_path: Path, monkeypatch):
+    """The modelled server has contention in its truth; the calibration (one-knob settings and
+    the joint one) and the answer for 2 instances x 2 threads, never calibrated itself."""
+    from typer.testing import CliRunner
+
+    from tritontune.cli import app
+    from tritontune.hostinfo import HostInfo
+
+    monkeypatch.setattr(
+        "tritontune.search.predicted.describe_host", lambda: HostInfo("modelled", cpu_count=2)
+    )
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    session = SimulatedSession(source, shared_cores_curve)
+    run_search(session, CORES_SPACE, predicted_search(url, "c", trials=2))
+    study = TuningStudy.open_existing(url, "c")
+    calibration = study.calibration()
+    assert calibration is not None and calibration.cores == 2
+    joint = {"instance_count": 4, "intra_op_thread_count": 2}
+    assert calibration.has(joint) and len(calibration.settings) == 5
+    model = study_model(study)
+    wanted = {"instance_count": 2, "intra_op_thread_count": 2, "max_batch_size": 16}
+    (answer,) = what_if(model, wanted, [32])
+    assert answer.derivation == Derivation.CONTENTION and not answer.calibrated
+    config = batcher_config_of(model.build(answer.point))
+    truth = simulate(
+        shared_cores_curve(model.build(answer.point)), config, ClosedLoop(32), n_requests=4000
+    )
+    assert answer.throughput == pytest.approx(truth.throughput_ips, rel=answer.band)
+    # as independent knobs (the composition before the contention model) it was far outside
+    independent = Calibration(calibration.reference)
+    independent.settings = dict(calibration.settings)
+    composed = simulate(
+        independent.predict({"instance_count": 2, "intra_op_thread_count": 2}).curve,
+        config,
+        ClosedLoop(32),
+        n_requests=4000,
+    )
+    assert composed.throughput_ips > (1 + answer.band) * truth.throughput_ips
+
+    shown = CliRunner().invoke(
+        app,
+        ["predict", "--study", "c", "--storage", url, "--set", "instance_count=2",
+         "--set", "intra_op_thread_count=2", "--set", "max_batch_size=16", "--load", "32"],
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    assert "shared cores" in shown.output
+
+
+def result_of(number: int, setting: str, predicted: float, measured: float, band: float):
+    """A measured proposal as the study keeps it."""
+    point = OperatingPoint(SLO, LoadMode.CONCURRENCY, True, 4, measured, 0.005, 0.01, 0.0, 0.0, 4.0)
+    return TrialResult(
+        number=number,
+        params={},
+        knobs={},
+        operating_point=point,
+        config_pbtxt="",
+        duration_s=1.0,
+        predicted={
+            "setting": setting,
+            "throughput": predicted,
+            "raw_throughput": predicted,
+            "band": band,
+        },
+    )
+
+
+def test_a_miss_corrects_the_settings_sharing_its_cores_and_waits_for_another_setting():
+    int8 = '{"instance_count":2,"intra_op_thread_count":2,"precision":"int8"}'
+    fp32 = '{"instance_count":2,"intra_op_thread_count":2,"precision":"fp32"}'
+    alone = '{"instance_count":1,"intra_op_thread_count":2,"precision":"fp32"}'
+    corrections = Corrections({int8: [0.4]})
+    # the same split of the cores at another precision takes the miss's correction; another
+    # split only the median of all (here the same figure), and says so with a wider band
+    assert corrections.factor(fp32) == pytest.approx(0.4)
+    assert corrections.band(fp32, 0.35) == 0.15
+    assert corrections.band(alone, 0.35) == 0.35
+    assert Corrections({int8: [0.4], alone: [1.0]}).factor(fp32) == pytest.approx(0.4)
+
+    missed = [result_of(0, alone, 100, 99, 0.25), result_of(1, int8, 300, 120, 0.25)]
+    assert missed_setting(missed) == int8
+    assert missed_setting([*missed, result_of(2, alone, 100, 101, 0.25)]) is None
+    assert missed_setting(missed[:1]) is None  # within its band
+
+    def predicted(setting: str, throughput: float, size: int) -> Predicted:
+        return Predicted({"max_batch_size": size, "s": setting}, setting, 4, throughput, 0.01, True)
+
+    ranking = Ranking([predicted(int8, 500, 16), predicted(alone, 150, 4)], 2, 2, 0.0)
+    choice = choose_next(ranking, Corrections(), set(), 0, missed=int8)
+    assert choice is not None and choice[0].setting == alone
+    choice = choose_next(ranking, Corrections(), set(), 0)
+    assert choice is not None and choice[0].setting == int8
+    only = Ranking([predicted(int8, 500, 16)], 1, 1, 0.0)  # nothing else open: proposed anyway
+    choice = choose_next(only, Corrections(), set(), 0, missed=int8)
+    assert choice is not None and choice[0].setting == int8
+
+
+def test_the_ranking_is_redone_with_the_corrections_and_keeps_its_simulations(source):
+    session = SimulatedSession(source, shared_cores_curve)
+    calibration = Calibration({"instance_count": 1, "intra_op_thread_count": 1}, cores=2)
+    for instances, threads in ((1, 1), (2, 1), (4, 1), (1, 2)):
+        config = session.build(
+            CORES_SPACE.to_variant({"instance_count": instances, "intra_op_thread_count": threads})
+        )
+        curve = shared_cores_curve(config)
+        calibration.add(
+            SettingCalibration(
+                {"instance_count": instances, "intra_op_thread_count": threads},
+                tuple(BatchPoint(b, curve.mean(b), 10) for b in ONE),
+                cv=0.1,
+                overhead_s=0.0,
+            )
+        )
+    ranked = RankedSpace(
+        CORES_SPACE,
+        calibration,
+        lambda point: session.build(CORES_SPACE.to_variant(point)),
+        slo_p99_s=SLO,
+        load_mode=LoadMode.CONCURRENCY,
+        max_load=512,
+    )
+    first = ranked.rank(keep=3)
+    simulated = first.simulated
+    top = first.predicted[0].setting
+    again = ranked.rank(lambda key: 0.1 if key == top else 1.0, keep=3)
+    assert again.predicted[0].setting != top  # the corrected setting fell
+    assert again.simulated >= simulated  # earlier simulations kept, new ones only where reached
+    assert ranked.rank(keep=3).predicted == first.predicted

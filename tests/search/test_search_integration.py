@@ -1,5 +1,7 @@
 """Real searches on the example model against the real bundled tritonserver (small budgets)."""
 
+import dataclasses
+import json
 import os
 import signal
 import threading
@@ -204,32 +206,43 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
     assert second.server_restarts == 1 and second.operating_point is not None
 
 
-def test_a_calibrated_prediction_of_a_measured_config_lands_within_a_wide_band(session, tmp_path: Path):
-    """--strategy predict on the real server: the reference setting is calibrated through
-    Triton's batch statistics, and the one config's prediction, made before it was measured,
-    is within 2x of its measurement (the machine is shared: the band is wide on purpose)."""
+def test_predictions_from_a_real_calibration_and_what_follows_a_miss(session, tmp_path: Path):
+    """--strategy predict on the real server. Both settings (1 and 2 instances) are calibrated
+    through Triton's batch statistics, and the first config's prediction, made before it was
+    measured, is within 2x of its measurement (the machine is shared: the band is wide on
+    purpose). Then the calibration of 2 instances is made 20x too optimistic: the config proposed
+    next (2 instances) misses its prediction by far more than its band, and the proposal after
+    it is another setting's."""
     space = SearchSpace(
         {
             "max_batch_size": Choice((16,)),
             "dynamic_batching": Choice((True,)),
-            "max_queue_delay": Choice((500,)),
+            "max_queue_delay": Choice((200, 2000)),
             "preferred_batch_size": Choice(("none",)),
-            "instance_count": Choice((1,)),
+            "instance_count": Choice((1, 2)),
             "intra_op_thread_count": Choice((1,)),
         }
     )
-    found = run_search(
-        session,
-        space,
-        settings(tmp_path, trials=1, strategy=Strategy.PREDICT, playoff=NO_PLAYOFF),
-    )
-    (trial,) = found.study.results
+    first = settings(tmp_path, trials=1, strategy=Strategy.PREDICT, playoff=NO_PLAYOFF)
+    found_first = run_search(session, space, first)
+    (trial,) = found_first.study.results
     assert trial.predicted is not None and trial.predicted["calibrated"]
     assert 0.5 <= trial.predicted["raw_throughput"] / trial.throughput <= 2.0
-    study = TuningStudy.open_existing(f"sqlite:///{tmp_path / 'study.db'}", "it")
+    study = TuningStudy.open_existing(first.storage, "it")
     calibration = study.calibration()
-    assert calibration is not None
-    (calibrated,) = calibration.settings.values()
-    # batches of several sizes were seen, and a larger one took longer
-    assert len(calibrated.points) >= 3
-    assert calibrated.points[-1].mean_s > calibrated.points[0].mean_s
+    assert calibration is not None and len(calibration.settings) == 2
+    for calibrated in calibration.settings.values():
+        # batches of several sizes were seen, and a larger one took longer
+        assert len(calibrated.points) >= 3
+        assert calibrated.points[-1].mean_s > calibrated.points[0].mean_s
+    (two,) = [s for s in calibration.settings.values() if s.setting["instance_count"] == 2]
+    faster = tuple(dataclasses.replace(p, mean_s=p.mean_s / 20) for p in two.points)
+    study.save_calibration(dataclasses.replace(two, points=faster, overhead_s=0.0, path_s=0.0))
+    found = run_search(session, space, dataclasses.replace(first, trials=3))
+    proposed = sorted((t for t in found.study.results if t.number >= 1), key=lambda t: t.number)
+    assert len(proposed) == 2
+    missed, after = proposed
+    assert missed.predicted is not None and after.predicted is not None
+    assert json.loads(missed.predicted["setting"])["instance_count"] == 2
+    assert abs(missed.throughput / missed.predicted["throughput"] - 1) > missed.predicted["band"]
+    assert after.predicted["setting"] != missed.predicted["setting"]

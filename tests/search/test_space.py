@@ -251,3 +251,34 @@ def test_snapping_wraps_the_base_sampler_once():
     study = optuna.create_study(sampler=twice)
     trial = study.ask()
     assert trial.suggest_float("max_batch_size", 5.6, 45.3, log=True) in (8, 16, 32)
+
+
+def test_a_cpu_hosts_default_space_leaves_out_more_than_two_threads_per_core(base, tmp_path: Path):
+    """8 instances x 8 threads on 8 cores time-slice them 8 times over: left out by default
+    (clamped to the nearest config that fits), put back by a space file's ``max_threads``."""
+    target = TargetCapabilities(gpu_count=0)
+    wide = default_space(base, target, slo_p99_s=0.05, batch_dim_dynamic=True, cpu_count=8)
+    assert wide.max_threads == 16
+    assert wide.fits_threads({"instance_count": 2, "intra_op_thread_count": 8})
+    assert not wide.fits_threads({"instance_count": 4, "intra_op_thread_count": 8})
+    assert wide.within_threads({"instance_count": 4, "intra_op_thread_count": 8}) == {
+        "instance_count": 4,
+        "intra_op_thread_count": 4,
+    }
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    for _ in range(60):
+        point = wide.suggest(study.ask())
+        assert point["instance_count"] * point["intra_op_thread_count"] <= 16
+    assert SearchSpace.from_dict(wide.to_dict()) == wide  # the study keeps the limit
+    # on 2 cores nothing is over 2 per core: no limit, and the space is what it always was
+    two = default_space(base, target, slo_p99_s=0.05, batch_dim_dynamic=True, cpu_count=2)
+    assert two.max_threads is None and "max_threads" not in two.to_dict()
+    path = tmp_path / "space.yaml"
+    path.write_text("max_threads: none\n")
+    assert load_space_file(path, wide).max_threads is None
+    path.write_text("max_threads: 32\ninstance_count: {min: 1, max: 4}\n")
+    narrowed = load_space_file(path, wide)
+    assert narrowed.max_threads == 32 and narrowed.dimensions["instance_count"] == IntRange(1, 4)
+    path.write_text("max_threads: lots\n")
+    with pytest.raises(InputError, match="max_threads: 'lots' is not a whole number >= 1"):
+        load_space_file(path, wide)

@@ -10,6 +10,7 @@ from rich.table import Table
 from tritontune.cli._common import ConfigOption, StorageOption, app, console, user_errors
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
+from tritontune.predict.calibration import Derivation
 from tritontune.search.whatif import (
     Answer,
     at_slo,
@@ -94,7 +95,11 @@ def _row(answer: Answer) -> list[str]:
         for k, v in answer.point.items()
         if k not in ("instance_kind",)
     )
-    source = "calibrated" if answer.calibrated else f"composed of {len(answer.sources)}"
+    source = {
+        Derivation.MEASURED: "calibrated",
+        Derivation.COMPOSED: f"composed of {len(answer.sources)}",
+        Derivation.CONTENTION: f"{len(answer.sources)} settings + shared cores",
+    }[answer.derivation]
     return [
         shown,
         f"{answer.load:g}",

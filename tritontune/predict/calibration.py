@@ -19,6 +19,20 @@ unbatched, one-request-per-instance level. :meth:`Calibration.curve` fits a
 others, not measured, as the *reference* setting's curve times each knob's measured ratio to it
 (one knob changed at a time: see :func:`settings_to_calibrate`). The study keeps the calibration
 (:meth:`Calibration.to_dict`), so a resumed search and other workers reuse it.
+
+**Knobs that share the cores are not independent.** On a CPU host, instances and onnxruntime's
+intra-op threads compete for the same cores: 2 instances x 2 threads on 2 cores is not "twice the
+instances" times "twice the threads" (composed so, MiniLM's INT8 was predicted at 337 infer/s and
+served 113-135). Their composition is corrected by a model of the shared resource
+(:func:`contention`): an instance computing with ``t`` threads keeps ``busy(t)`` cores busy (its
+measured speed-up from threads, at most ``t``); ``n`` busy instances ask ``n x busy(t)`` cores of
+the ``cores`` the server has, and past them each execution stretches by ``(asked / cores) **
+alpha``. ``alpha`` is 1 (fair time-slicing) until the *joint* setting (the most instances with the
+most threads the space allows: one calibration more) is measured; then it is fitted to it, so
+the calibration can refute the model (onnxruntime's spinning threads make oversubscription cost
+more than time-slicing). Knobs that do not share a resource (precision, graph level, inter-op
+threads) stay composed; a prediction says which way it was made (:class:`Derivation`), and a
+composed or modelled one is given a wider band.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritontune.enums import TextEnum
 from tritontune.predict.batcher import ServiceCurve
 
 #: The knobs that change how long one execution takes (the rest only schedule requests).
@@ -41,10 +56,16 @@ EXECUTION_KNOBS = (
     "tensorrt_precision",
     "graph_optimization",
 )
+#: The knobs whose settings compete for the server's cores (see the module docstring).
+CORE_KNOBS = ("instance_count", "intra_op_thread_count")
 #: A batch size's mean is used only when it came from at least this many executions.
 MIN_EXECUTIONS = 3
 #: z of the 99th percentile of a normal distribution (the spread is fitted as a lognormal).
 _Z99 = 2.3263
+#: The oversubscription exponent is fitted only where the model stretches a time by more than this.
+_FIT_ABOVE = 1.05
+#: The fitted exponent is kept within these bounds (a noisy joint calibration can't make it absurd).
+ALPHA_BOUNDS = (0.0, 4.0)
 
 
 def execution_setting(point: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,6 +120,10 @@ class SettingCalibration:
     @property
     def key(self) -> str:
         return setting_key(self.setting)
+
+    def means(self) -> dict[int, float]:
+        """Mean compute time by batch size."""
+        return {p.batch_size: p.mean_s for p in self.points}
 
     def curve(self) -> ServiceCurve:
         return ServiceCurve(
@@ -164,6 +189,17 @@ def fit_points(samples: Iterable[tuple[int, int, float]]) -> tuple[BatchPoint, .
     return tuple(points[size] for size in sorted(points))
 
 
+class Derivation(TextEnum):
+    """How a setting's service curve was obtained (the less measured, the wider its band)."""
+
+    MEASURED = "measured"
+    """The setting itself was calibrated."""
+    COMPOSED = "composed"
+    """One-knob ratios multiplied: knobs that do not share a resource."""
+    CONTENTION = "contention"
+    """Composed, then stretched by the model of instances and threads sharing the cores."""
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Where a setting's service curve came from."""
@@ -171,10 +207,14 @@ class Prediction:
     curve: ServiceCurve
     overhead_s: float
     path_s: float
-    measured: bool
-    """The setting itself was calibrated (else: composed from one-knob ratios)."""
+    derivation: Derivation
     sources: tuple[str, ...]
     """The calibrated settings it used (their keys)."""
+
+    @property
+    def measured(self) -> bool:
+        """The setting itself was calibrated."""
+        return self.derivation == Derivation.MEASURED
 
 
 @dataclass
@@ -183,6 +223,9 @@ class Calibration:
 
     reference: dict[str, Any]
     settings: dict[str, SettingCalibration] = field(default_factory=dict)
+    cores: int = 0
+    """CPU cores the server computes on (0: unknown, instances and threads then compose as if
+    independent)."""
 
     def add(self, calibrated: SettingCalibration) -> None:
         self.settings[calibrated.key] = calibrated
@@ -194,47 +237,179 @@ class Calibration:
         """The service curve of ``setting``: its own calibration when it has one; otherwise the
         reference's curve times, for each knob that differs from the reference, the ratio of the
         setting with only that knob changed to the reference (batch size by batch size, at the
-        sizes both measured). Knobs are assumed to act independently; a measured config's
-        correction (:mod:`tritontune.predict.strategy`) catches where they don't."""
+        sizes both measured), stretched by :func:`contention` where instances and threads share
+        the cores. A measured config's correction (:class:`tritontune.search.ranking.Corrections`)
+        catches the rest."""
         own = self.settings.get(setting_key(setting))
         if own is not None:
-            return Prediction(own.curve(), own.overhead_s, own.path_s, True, (own.key,))
+            return Prediction(own.curve(), own.overhead_s, own.path_s, Derivation.MEASURED, (own.key,))
+        composed = self._composed(setting)
+        derivation = Derivation.COMPOSED
+        means = composed.means
+        sources = list(composed.sources)
+        if self._shares_cores(setting) and not composed.anchored:
+            alpha, fitted_on = self.alpha()
+            if fitted_on is not None:
+                sources.append(fitted_on)
+            stretch = self._stretch(setting, alpha)
+            means = {b: m * stretch(b) for b, m in means.items()}
+            derivation = Derivation.CONTENTION
+        curve = ServiceCurve({b: (m, m * composed.cv) for b, m in sorted(means.items())})
+        return Prediction(curve, composed.overhead_s, composed.path_s, derivation, tuple(sources))
+
+    def _composed(self, setting: Mapping[str, Any], *, anchor: bool = True) -> _Composed:
+        """The reference's curve times each differing knob's one-knob ratio (independent knobs).
+        Where the joint setting with ``setting``'s instances and threads was calibrated, it is
+        the start instead of the reference, and only the other knobs are composed on it."""
         reference = self.settings.get(setting_key(self.reference))
         if reference is None:
             raise KeyError("the reference setting is not calibrated")
-        base = {p.batch_size: p.mean_s for p in reference.points}
-        means = dict(base)
-        sources = [reference.key]
-        overhead = reference.overhead_s
-        path = reference.path_s
-        cv = reference.cv
+        base = reference.means()
+        start = self.settings.get(
+            setting_key({**self.reference, **{k: setting[k] for k in CORE_KNOBS if k in setting}})
+        )
+        anchored = (
+            anchor and start is not None and start is not reference and self._shares_cores(setting)
+        )
+        if not anchored or start is None:
+            start = reference
+        means = start.means()
+        sources = [start.key]
+        path, cv = start.path_s, start.cv
         for name, value in setting.items():
-            if self.reference.get(name) == value:
+            if start.setting.get(name) == value:
                 continue
             one = self.settings.get(setting_key({**self.reference, name: value}))
             if one is None:
                 raise KeyError(f"no calibration changes {name} to {value!r} alone")
             sources.append(one.key)
-            theirs = {p.batch_size: p.mean_s for p in one.points}
-            ratio = _ratios(base, theirs)
+            ratio = _ratios(base, one.means())
             means = {b: m * ratio(b) for b, m in means.items()}
             cv = max(cv, one.cv)
             path = max(path, one.path_s)  # the slowest path of those it is composed from
-        curve = ServiceCurve({b: (m, m * cv) for b, m in sorted(means.items())})
-        return Prediction(curve, overhead, path, False, tuple(sources))
+        return _Composed(means, start.overhead_s, path, cv, tuple(sources), anchored)
+
+    def _shares_cores(self, setting: Mapping[str, Any]) -> bool:
+        """Whether ``setting`` changes both instances and threads from the reference on a CPU
+        host of known cores (only then does composing them assume what isn't so)."""
+        if self.cores <= 0 or setting.get("instance_kind", "cpu") != "cpu":
+            return False
+        return all(name in setting and setting[name] != self.reference.get(name) for name in CORE_KNOBS)
+
+    def _stretch(self, setting: Mapping[str, Any], alpha: float) -> Any:
+        """What sharing the cores adds to the composed time of ``setting``, by batch size."""
+        instances = int(setting["instance_count"])
+        threads = int(setting["intra_op_thread_count"])
+        reference = self.settings[setting_key(self.reference)].means()
+        alone = self.settings.get(setting_key({**self.reference, "intra_op_thread_count": threads}))
+        threaded = alone.means() if alone is not None else reference
+        speedup = _ratios(threaded, reference)
+        ref_instances = int(self.reference.get("instance_count", 1) or 1)
+        ref_threads = int(self.reference.get("intra_op_thread_count", 1) or 1)
+
+        def stretch(size: int) -> float:
+            busy = min(float(threads), max(1.0, ref_threads * speedup(size)))
+            return contention(instances, busy, ref_instances, float(ref_threads), self.cores, alpha)
+
+        return stretch
+
+    def joint_setting(
+        self, values: Mapping[str, Iterable[Any]], max_threads: int
+    ) -> dict[str, Any] | None:
+        """The setting that calibrates the contention model: the most instances with the most
+        intra-op threads the space allows (instances x threads at most ``max_threads``), other
+        knobs the reference's; None where no value of the space makes them share the cores."""
+        if self.cores <= 0 or not all(name in values for name in CORE_KNOBS):
+            return None
+        instances = sorted(int(v) for v in values["instance_count"])
+        threads = sorted(int(v) for v in values["intra_op_thread_count"])
+        best: tuple[int, int] | None = None
+        for n in instances:
+            for t in threads:
+                if n * t > max_threads or n * t <= self.cores:
+                    continue
+                if n == self.reference.get("instance_count") or t == self.reference.get(
+                    "intra_op_thread_count"
+                ):
+                    continue  # a one-knob calibration already
+                if best is None or (n * t, n) > (best[0] * best[1], best[0]):
+                    best = (n, t)
+        if best is None:
+            return None
+        return {**self.reference, "instance_count": best[0], "intra_op_thread_count": best[1]}
+
+    def alpha(self) -> tuple[float, str | None]:
+        """The oversubscription exponent, and the joint setting it was fitted on (1, None before
+        one is calibrated): at each batch size where the model stretches the composed time by
+        more than 5 %, ``log(measured / composed) / log(stretch at alpha 1)``; their median."""
+        fits: list[tuple[float, str]] = []
+        for calibrated in self.settings.values():
+            setting = calibrated.setting
+            if not self._shares_cores(setting):
+                continue
+            try:
+                composed = self._composed(setting, anchor=False)
+            except KeyError:
+                continue
+            stretch = self._stretch(setting, 1.0)
+            for size, measured in calibrated.means().items():
+                model = composed.means.get(size)
+                linear = stretch(size)
+                if model and linear > _FIT_ABOVE:
+                    fits.append((math.log(measured / model) / math.log(linear), calibrated.key))
+        if not fits:
+            return 1.0, None
+        values = sorted(a for a, _ in fits)
+        alpha = values[len(values) // 2]
+        low, high = ALPHA_BOUNDS
+        return min(max(alpha, low), high), fits[0][1]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "reference": dict(self.reference),
+            "cores": self.cores,
             "settings": [s.to_dict() for s in self.settings.values()],
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        calibration = cls(dict(data["reference"]))
+        calibration = cls(dict(data["reference"]), cores=int(data.get("cores", 0)))
         for entry in data.get("settings", []):
             calibration.add(SettingCalibration.from_dict(entry))
         return calibration
+
+
+@dataclass(frozen=True)
+class _Composed:
+    means: dict[int, float]
+    overhead_s: float
+    path_s: float
+    cv: float
+    sources: tuple[str, ...]
+    anchored: bool = False
+    """Composed on the calibrated joint setting of its instances and threads."""
+
+
+def contention(
+    instances: int,
+    busy: float,
+    ref_instances: int,
+    ref_busy: float,
+    cores: int,
+    alpha: float = 1.0,
+) -> float:
+    """How much longer an execution takes with ``instances`` busy instances each keeping
+    ``busy`` cores busy than the one-knob ratios it was composed from say: they measured
+    ``instances`` at the reference's ``ref_busy`` and ``busy`` at the reference's
+    ``ref_instances``, each with its own share of the ``cores``, so the stretch is the whole
+    demand's oversubscription over the product of theirs, to the power ``alpha``."""
+
+    def over(asked: float) -> float:
+        return max(1.0, asked / cores)
+
+    together = over(instances * busy) * over(ref_instances * ref_busy)
+    apart = over(instances * ref_busy) * over(ref_instances * busy)
+    return (together / apart) ** alpha
 
 
 def _ratios(base: Mapping[int, float], other: Mapping[int, float]) -> Any:
@@ -259,14 +434,19 @@ def _ratios(base: Mapping[int, float], other: Mapping[int, float]) -> Any:
 
 
 def settings_to_calibrate(
-    reference: Mapping[str, Any], values: Mapping[str, Iterable[Any]]
+    reference: Mapping[str, Any],
+    values: Mapping[str, Iterable[Any]],
+    joint: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The reference setting, then one setting per other value of each knob with only that knob
     changed: ``1 + sum(len(values) - 1)`` calibrations instead of their product (24 settings of
-    the default CPU space take 6)."""
+    the default CPU space take 6); then ``joint`` (:meth:`Calibration.joint_setting`), which
+    fits the model of instances and threads sharing the cores."""
     plan = [dict(reference)]
     for name, options in values.items():
         for value in options:
             if value != reference.get(name):
                 plan.append({**reference, name: value})
+    if joint is not None and dict(joint) not in plan:
+        plan.append(dict(joint))
     return plan

@@ -112,7 +112,7 @@ class PipelineSpace(SearchSpace):
             for model, space in parts.items()
             for name, dimension in space.dimensions.items()
         }
-        return cls(dimensions, tuple(parts.items()), calls, budget=budget)
+        return cls(dimensions, parts=tuple(parts.items()), calls=calls, budget=budget)
 
     def knobs_by_model(self, point: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """A point's knobs, per model (``MODEL/KNOB`` split); every model has an entry."""

@@ -9,11 +9,14 @@ prediction. Each proposal is measured exactly as a TPE trial is; the measurement
 prediction, is the trial's figure, and the playoff, the verdict and export are the same.
 
 Measurements correct the model: a config's measured throughput over its predicted one is that
-execution setting's *correction*, and settings not measured yet take the median correction of
-those that were. The ranking is re-read with the corrections before every proposal. Proposals
-alternate between the best corrected prediction (exploit) and the best config of a setting no
-measurement has corrected yet (the least certain predictions: explore), so a wrong model of one
-setting cannot hide a better one. Once the ranking is used up, the base sampler (TPE) goes on.
+execution setting's *correction*; settings not measured yet take the median correction of those
+sharing their instances and threads, else of every measured one. The ranking is redone with the
+corrections before every proposal. Proposals alternate between the best corrected prediction
+(exploit) and the best config of a setting no measurement has corrected yet (the least certain
+predictions: explore), so a wrong model of one setting cannot hide a better one; and a setting
+whose measurement missed its prediction by more than the band it was proposed with is not
+proposed again until another setting has been measured (:func:`missed_setting`). Once the
+ranking is used up, the base sampler (TPE) goes on.
 
 The ranking itself (grid, pruning, corrections) is :mod:`tritontune.search.ranking`.
 """
@@ -21,7 +24,7 @@ The ranking itself (grid, pruning, corrections) is :mod:`tritontune.search.ranki
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,7 +34,7 @@ from optuna.trial import FrozenTrial
 
 from tritontune.config.variant import Variant
 from tritontune.enums import TextEnum
-from tritontune.hostinfo import WorkerId
+from tritontune.hostinfo import WorkerId, describe_host
 from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.calibration import (
     Calibration,
@@ -42,12 +45,13 @@ from tritontune.predict.calibration import (
 from tritontune.search.calibrate import calibrate_setting
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.ranking import (
+    DEFAULT_BAND,
     Corrections,
     Predicted,
+    RankedSpace,
     Ranking,
     dimension_values,
     execution_values,
-    rank_space,
     reference_setting,
 )
 from tritontune.search.sampler import ProposingSampler, propose_first
@@ -56,6 +60,7 @@ from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
 from tritontune.study.coordination import PointKey, point_key
 from tritontune.study.handle import TuningStudy
+from tritontune.study.records import TrialResult
 
 #: Every this-many proposals, one explores (the best config of an uncorrected setting).
 EXPLORE_EVERY = 2
@@ -63,12 +68,36 @@ EXPLORE_EVERY = 2
 CALIBRATION_WAIT_S = 600.0
 
 
+def missed_setting(results: Sequence[TrialResult]) -> str | None:
+    """The setting of the last measured proposal when its measurement missed the prediction by
+    more than the band it was proposed with (None otherwise): it waits until another setting has
+    been measured."""
+    proposals = [r for r in results if r.predicted and r.predicted.get("setting") and r.operating_point]
+    if not proposals:
+        return None
+    last = max(proposals, key=lambda r: r.number)
+    assert last.predicted is not None and last.operating_point is not None
+    expected = float(last.predicted.get("throughput") or 0.0)
+    band = float(last.predicted.get("band", DEFAULT_BAND))
+    measured = last.operating_point.throughput
+    if expected > 0 and abs(measured / expected - 1) <= band:
+        return None
+    return str(last.predicted["setting"])
+
+
 def choose_next(
-    ranking: Ranking, corrections: Corrections, taken: set[PointKey], proposals: int
+    ranking: Ranking,
+    corrections: Corrections,
+    taken: set[PointKey],
+    proposals: int,
+    missed: str | None = None,
 ) -> tuple[Predicted, float, float] | None:
     """The next config to measure and its corrected prediction and band (None: every config the
-    ranking kept was measured)."""
+    ranking kept was measured). ``missed``: a setting not to propose now (while others are
+    open)."""
     open_ = [p for p in ranking.predicted if point_key(p.point) not in taken]
+    if missed is not None and any(p.setting != missed for p in open_):
+        open_ = [p for p in open_ if p.setting != missed]
     if not open_:
         return None
     ordered = sorted(open_, key=lambda p: -p.throughput * corrections.factor(p.setting))
@@ -77,7 +106,8 @@ def choose_next(
         uncorrected = [p for p in ordered if p.setting not in corrections.by_setting]
         if uncorrected:
             pick = uncorrected[0]
-    return pick, corrections.factor(pick.setting), corrections.band(pick.setting)
+    band = corrections.band(pick.setting, pick.default_band)
+    return pick, corrections.factor(pick.setting), band
 
 
 class PredictedSampler(ProposingSampler):
@@ -87,7 +117,7 @@ class PredictedSampler(ProposingSampler):
     def __init__(
         self,
         base: optuna.samplers.BaseSampler,
-        ranking: Callable[[], Ranking],
+        ranking: Callable[[Corrections], Ranking],
     ) -> None:
         super().__init__(base)
         self._ranking = ranking
@@ -97,8 +127,15 @@ class PredictedSampler(ProposingSampler):
     def propose(self, study: optuna.Study, trial: FrozenTrial) -> Mapping[str, Any] | None:
         handle = TuningStudy.of(study)
         taken = handle.snapshot().taken()
-        corrections = Corrections.of(handle.read().results)
-        choice = choose_next(self._ranking(), corrections, taken, len(self.predictions))
+        results = handle.read().results
+        corrections = Corrections.of(results)
+        choice = choose_next(
+            self._ranking(corrections),
+            corrections,
+            taken,
+            len(self.predictions),
+            missed_setting(results),
+        )
         if choice is None:
             return None
         predicted, correction, band = choice
@@ -141,10 +178,13 @@ def calibrate_space(
     progress = progress or CalibrationProgress()
     calibration = study.calibration()
     if calibration is None:
-        study.save_calibration_reference(reference_setting(space))
+        study.save_calibration_reference(reference_setting(space), cores_of(space))
         calibration = study.calibration()
         assert calibration is not None
-    plan = settings_to_calibrate(calibration.reference, execution_values(space))
+    values = execution_values(space)
+    plan = settings_to_calibrate(
+        calibration.reference, values, calibration.joint_setting(values, max_threads_of(space))
+    )
     largest = max_batch_size_of(space, bench)
     waiting = []
     for index, setting in enumerate(plan):
@@ -173,6 +213,28 @@ def calibrate_space(
         calibration = study.calibration() or calibration
         waiting = [s for s in waiting if not calibration.has(s)]
     return calibration
+
+
+def cores_of(space: SearchSpace) -> int:
+    """The CPU cores the instances of ``space`` share (0 on a GPU: no CPU contention to model).
+    The server is taken to compute on this machine's cores, as the default space takes it."""
+    kind = space.dimensions.get("instance_kind")
+    if kind is not None and "gpu" in dimension_values("instance_kind", kind):
+        return 0
+    return describe_host().cpu_count
+
+
+def max_threads_of(space: SearchSpace) -> int:
+    """The most intra-op threads in all a config of ``space`` may ask (its limit, else the
+    most instances times the most threads)."""
+    if space.max_threads is not None:
+        return space.max_threads
+    most = 1
+    for name in ("instance_count", "intra_op_thread_count"):
+        dim = space.dimensions.get(name)
+        if dim is not None:
+            most *= int(max(dimension_values(name, dim)))
+    return most
 
 
 def max_batch_size_of(space: SearchSpace, bench: Bench) -> int:
@@ -226,12 +288,13 @@ def use_prediction(
     objective the loop runs (``objective``, keeping each proposal's prediction)."""
     progress = progress or CalibrationProgress()
     calibration = calibrate_space(study, bench, space, worker=worker, progress=progress)
-    cached: list[Ranking] = []
+    ranked: list[RankedSpace] = []
 
-    def ranking() -> Ranking:
-        if not cached:
-            cached.append(
-                rank_space(
+    def ranking(corrections: Corrections) -> Ranking:
+        first = not ranked
+        if first:
+            ranked.append(
+                RankedSpace(
                     space,
                     calibration,
                     lambda point: bench.build(space.to_variant(point)),
@@ -241,9 +304,10 @@ def use_prediction(
                     max_load=max_load,
                 )
             )
-            if progress.on_ranked:
-                progress.on_ranked(cached[0])
-        return cached[0]
+        result = ranked[0].rank(corrections.factor)
+        if first and progress.on_ranked:
+            progress.on_ranked(result)
+        return result
 
     sampler = propose_first(study.optuna_study, lambda base: PredictedSampler(base, ranking), space)
     study.save_strategy(Strategy.PREDICT.value)

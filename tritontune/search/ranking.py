@@ -12,13 +12,17 @@ batch throughput of their curve), and once a capacity is below the :data:`KEEP`-
 found, no later config can enter the ranking.
 
 Measurements correct the prediction (:class:`Corrections`): a config's measured throughput over
-its predicted one is its execution setting's correction; settings not measured take the median
-correction of those that were.
+its predicted one is its execution setting's correction; a setting not measured takes the median
+correction of those sharing its instances and threads (what the contention model got wrong is
+wrong for every precision at that split of the cores), else of every measured one. The ranking
+is redone with the corrections after every measurement (:meth:`RankedSpace.rank`): the
+simulations are kept, so a new ranking only simulates the configs the corrections newly reach.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import statistics
 import time
@@ -30,8 +34,10 @@ from tritontune.config.model_config import ModelConfig
 from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.batcher import CLIENT_JITTER, BatcherConfig, operating_point
 from tritontune.predict.calibration import (
+    CORE_KNOBS,
     EXECUTION_KNOBS,
     Calibration,
+    Derivation,
     Prediction,
     execution_setting,
     setting_key,
@@ -48,6 +54,15 @@ MAX_INT_VALUES = 12
 KEEP = 40
 #: Until a setting is corrected by a measurement its prediction is taken to be this uncertain.
 DEFAULT_BAND = 0.25
+#: The same, by how the setting's service curve was obtained: composing knobs adds to it.
+BANDS = {
+    Derivation.MEASURED: DEFAULT_BAND,
+    Derivation.COMPOSED: 0.35,
+    Derivation.CONTENTION: 0.40,
+}
+#: A correction carried over from settings sharing the instances and threads is at least this
+#: uncertain.
+TRANSFERRED_BAND = 0.15
 #: Measured over predicted throughput closer to 1 than this is noise, not a correction.
 NOISE = 0.15
 
@@ -68,6 +83,12 @@ class Predicted:
     sources: tuple[str, ...] = ()
     p50_s: float = float("nan")
     mean_batch: float = float("nan")
+    derivation: Derivation = Derivation.MEASURED
+
+    @property
+    def default_band(self) -> float:
+        """How uncertain the prediction is before a measurement corrects it."""
+        return BANDS[self.derivation]
 
     def to_dict(self, correction: float = 1.0, band: float = DEFAULT_BAND) -> dict[str, Any]:
         return {
@@ -81,6 +102,7 @@ class Predicted:
             "mean_batch": self.mean_batch,
             "setting": self.setting,
             "calibrated": self.calibrated,
+            "derivation": self.derivation.value,
             "sources": list(self.sources),
         }
 
@@ -169,7 +191,8 @@ def all_points(space: SearchSpace) -> Iterator[dict[str, Any]]:
                     continue
                 if len(dim.values) == 1:  # fixed: the sampler proposes it too
                     merged[name] = dim.values[0]
-            yield {name: merged[name] for name in DIMENSIONS if name in merged}
+            if space.fits_threads(merged):
+                yield {name: merged[name] for name in DIMENSIONS if name in merged}
 
 
 @dataclass
@@ -184,6 +207,98 @@ class Ranking:
     seconds: float
 
 
+class RankedSpace:
+    """The space's configs with their predictions made once (service curve, batcher config,
+    capacity) and their simulations kept: :meth:`rank` with new corrections simulates only the
+    configs those corrections newly bring into the ranking."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        calibration: Calibration,
+        build: Callable[[dict[str, Any]], ModelConfig],
+        *,
+        slo_p99_s: float,
+        load_mode: LoadMode,
+        request_batch: int = 1,
+        max_load: float | None = None,
+    ) -> None:
+        self._slo_p99_s = slo_p99_s
+        self._load_mode = load_mode
+        self._request_batch = request_batch
+        self._max_load = max_load
+        self._candidates: list[tuple[float, dict[str, Any], str, Prediction, BatcherConfig]] = []
+        self._simulated: dict[int, Predicted | None] = {}
+        started = time.monotonic()
+        for point in all_points(space):
+            setting = execution_setting(point)
+            try:
+                prediction = calibration.predict(setting)
+            except KeyError:
+                continue
+            config = batcher_config_of(build(point))
+            capacity = _capacity(prediction, config, request_batch)
+            self._candidates.append((capacity, point, setting_key(setting), prediction, config))
+        self.seconds = time.monotonic() - started
+        """Time spent predicting and simulating so far."""
+
+    def rank(self, factor: Callable[[str], float] | None = None, keep: int = KEEP) -> Ranking:
+        """The best ``keep`` configs by throughput times their setting's ``factor`` (the
+        corrections; none by default), best first."""
+        started = time.monotonic()
+        correct = factor or (lambda _key: 1.0)
+        factors = {key: correct(key) for key in {c[2] for c in self._candidates}}
+        order = sorted(
+            range(len(self._candidates)),
+            key=lambda i: -self._candidates[i][0] * factors[self._candidates[i][2]],
+        )
+        best: list[tuple[float, Predicted]] = []
+        for index in order:
+            capacity, _, key, _, _ = self._candidates[index]
+            if len(best) >= keep and capacity * factors[key] < best[keep - 1][0]:
+                break
+            predicted = self._simulate(index)
+            if predicted is None:
+                continue  # even the lowest load misses the SLO
+            best.append((predicted.throughput * factors[key], predicted))
+            best.sort(key=lambda entry: -entry[0])
+            del best[keep:]
+        self.seconds += time.monotonic() - started
+        return Ranking([p for _, p in best], len(self._simulated), len(self._candidates), self.seconds)
+
+    def _simulate(self, index: int) -> Predicted | None:
+        if index in self._simulated:
+            return self._simulated[index]
+        _, point, key, prediction, config = self._candidates[index]
+        load, result = operating_point(
+            prediction.curve,
+            config,
+            slo_p99_s=self._slo_p99_s,
+            mode="rate" if self._load_mode == LoadMode.RATE else "concurrency",
+            request_batch=self._request_batch,
+            overhead_s=prediction.overhead_s,
+            path_s=prediction.path_s,
+            jitter=CLIENT_JITTER,
+            max_load=self._max_load,
+        )
+        predicted = None
+        if load > 0:
+            predicted = Predicted(
+                point=point,
+                setting=key,
+                load=load,
+                throughput=result.throughput_ips,
+                p99_s=result.p99_s,
+                calibrated=prediction.measured,
+                sources=prediction.sources,
+                p50_s=result.p50_s,
+                mean_batch=result.mean_batch,
+                derivation=prediction.derivation,
+            )
+        self._simulated[index] = predicted
+        return predicted
+
+
 def rank_space(
     space: SearchSpace,
     calibration: Calibration,
@@ -194,56 +309,18 @@ def rank_space(
     request_batch: int = 1,
     max_load: float | None = None,
     keep: int = KEEP,
+    factor: Callable[[str], float] | None = None,
 ) -> Ranking:
-    """Predict the space's configs' operating points (see the module docstring)."""
-    started = time.monotonic()
-    candidates = []
-    for point in all_points(space):
-        setting = execution_setting(point)
-        try:
-            prediction = calibration.predict(setting)
-        except KeyError:
-            continue
-        config = batcher_config_of(build(point))
-        candidates.append(
-            (_capacity(prediction, config, request_batch), point, setting, prediction, config)
-        )
-    candidates.sort(key=lambda c: -c[0])
-    best: list[Predicted] = []
-    simulated = 0
-    for capacity, point, setting, prediction, config in candidates:
-        if len(best) >= keep and capacity < best[keep - 1].throughput:
-            break
-        simulated += 1
-        load, result = operating_point(
-            prediction.curve,
-            config,
-            slo_p99_s=slo_p99_s,
-            mode="rate" if load_mode == LoadMode.RATE else "concurrency",
-            request_batch=request_batch,
-            overhead_s=prediction.overhead_s,
-            path_s=prediction.path_s,
-            jitter=CLIENT_JITTER,
-            max_load=max_load,
-        )
-        if load <= 0:
-            continue  # even the lowest load misses the SLO
-        best.append(
-            Predicted(
-                point=point,
-                setting=setting_key(setting),
-                load=load,
-                throughput=result.throughput_ips,
-                p99_s=result.p99_s,
-                calibrated=prediction.measured,
-                sources=prediction.sources,
-                p50_s=result.p50_s,
-                mean_batch=result.mean_batch,
-            )
-        )
-        best.sort(key=lambda p: -p.throughput)
-        del best[keep:]
-    return Ranking(best, simulated, len(candidates), time.monotonic() - started)
+    """Predict the space's configs' operating points once (see the module docstring)."""
+    return RankedSpace(
+        space,
+        calibration,
+        build,
+        slo_p99_s=slo_p99_s,
+        load_mode=load_mode,
+        request_batch=request_batch,
+        max_load=max_load,
+    ).rank(factor, keep)
 
 
 def _capacity(prediction: Prediction, config: BatcherConfig, request_batch: int) -> float:
@@ -258,6 +335,18 @@ def _capacity(prediction: Prediction, config: BatcherConfig, request_batch: int)
         sizes = range(request_batch, largest + 1, request_batch)
         best = config.instances * max(size / curve.mean(size) for size in sizes)
     return min(best, request_batch / prediction.path_s) if prediction.path_s else best
+
+
+def core_group(setting: str) -> str | None:
+    """The instances and threads of a setting key (what settings sharing a split of the cores
+    have in common); None for a key that is not a setting's JSON."""
+    try:
+        knobs = json.loads(setting)
+    except ValueError:
+        return None
+    if not isinstance(knobs, dict) or not any(name in knobs for name in CORE_KNOBS):
+        return None
+    return setting_key({name: knobs.get(name) for name in (*CORE_KNOBS, "instance_kind")})
 
 
 @dataclass
@@ -277,26 +366,48 @@ class Corrections:
             corrections.by_setting.setdefault(predicted["setting"], []).append(ratio)
         return corrections
 
+    def _shared(self, setting: str) -> list[float]:
+        """The corrections of other settings with ``setting``'s instances and threads."""
+        group = core_group(setting)
+        if group is None:
+            return []
+        return [
+            r
+            for key, ratios in self.by_setting.items()
+            if key != setting and core_group(key) == group
+            for r in ratios
+        ]
+
     def factor(self, setting: str) -> float:
-        """The setting's median correction (the median of every setting's before it has its
-        own); 1 while that is within :data:`NOISE` of 1: on a shared machine a measurement is
-        that noisy, and correcting by noise made the example's predictions worse (median error
-        20 % corrected against 9 % uncorrected, ``bench/prediction.py``)."""
+        """The setting's median correction; before it has its own, that of the settings sharing
+        its instances and threads, else of every setting's. 1 while that is within :data:`NOISE`
+        of 1: on a shared machine a measurement is that noisy, and correcting by noise made the
+        example's predictions worse (median error 20 % corrected against 9 % uncorrected,
+        ``bench/prediction.py``)."""
         own = self.by_setting.get(setting)
         every = [r for ratios in self.by_setting.values() for r in ratios]
-        ratios = own or every
+        ratios = own or self._shared(setting) or every
         if not ratios:
             return 1.0
         middle = statistics.median(ratios)
         return middle if abs(middle - 1) > NOISE else 1.0
 
-    def band(self, setting: str) -> float:
+    def band(self, setting: str, default: float = DEFAULT_BAND) -> float:
         """How far the corrected prediction may be off: the spread of the setting's own
-        corrections (at least 10 %), or :data:`DEFAULT_BAND` before any."""
+        corrections (at least 10 %); before any, that of the settings sharing its instances and
+        threads (at least :data:`TRANSFERRED_BAND`); before those, ``default`` (the prediction's
+        own: :attr:`Predicted.default_band`)."""
         own = self.by_setting.get(setting)
-        if not own:
-            return DEFAULT_BAND
-        if len(own) == 1:
-            return 0.10
-        middle = statistics.median(own)
-        return max(0.10, max(abs(r / middle - 1) for r in own))
+        if own:
+            return _spread(own, 0.10)
+        shared = self._shared(setting)
+        if shared:
+            return _spread(shared, TRANSFERRED_BAND)
+        return default
+
+
+def _spread(ratios: Sequence[float], least: float) -> float:
+    if len(ratios) == 1:
+        return least
+    middle = statistics.median(ratios)
+    return max(least, max(abs(r / middle - 1) for r in ratios))

@@ -156,11 +156,20 @@ DIMENSIONS: dict[str, str] = {
 }
 
 
+#: On a CPU host, the default space leaves out configs whose instances x intra-op threads ask
+#: more than this many threads per core: they time-slice the cores, and onnxruntime's spinning
+#: threads make that slower than either knob alone (a space file's ``max_threads`` puts them back).
+DEFAULT_THREADS_PER_CORE = 2
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """Named dimensions; a dimension that is absent keeps the base config's value."""
 
     dimensions: dict[str, Dimension] = field(default_factory=dict)
+    max_threads: int | None = None
+    """At most this many intra-op threads in all (instances x ``intra_op_thread_count``); a
+    point asking more gets fewer threads per instance. None: no limit."""
 
     def suggest(self, trial: optuna.Trial, prefix: str = "") -> dict[str, Any]:
         """Ask ``trial`` for a point; batching knobs are only asked for when batching is on.
@@ -179,7 +188,23 @@ class SearchSpace:
                 point[name] = False
                 continue
             point[name] = dims[name].suggest(trial, prefix + name)
-        return point
+        return self.within_threads(point)
+
+    def within_threads(self, point: dict[str, Any]) -> dict[str, Any]:
+        """``point`` with its intra-op threads lowered until instances x threads fit
+        :attr:`max_threads` (clamped, not pruned: the trial measures the nearest config that
+        fits, and its point records it)."""
+        instances = point.get("instance_count")
+        threads = point.get("intra_op_thread_count")
+        if self.max_threads is None or not instances or not threads:
+            return point
+        if instances * threads <= self.max_threads:
+            return point
+        return {**point, "intra_op_thread_count": max(1, self.max_threads // instances)}
+
+    def fits_threads(self, point: Mapping[str, Any]) -> bool:
+        """Whether ``point``'s instances x intra-op threads are within :attr:`max_threads`."""
+        return self.within_threads(dict(point)) == dict(point)
 
     def to_variant(self, point: dict[str, Any]) -> Variant:
         """The :class:`Variant` a point stands for."""
@@ -210,7 +235,7 @@ class SearchSpace:
         dims = {k: v for k, v in self.dimensions.items() if k != name}
         if dimension is not None:
             dims[name] = dimension
-        return SearchSpace(dims)
+        return SearchSpace(dims, self.max_threads)
 
     def size(self) -> int | None:
         """How many distinct points there are (``None`` if a dimension is too large to count)."""
@@ -227,11 +252,14 @@ class SearchSpace:
         """The space :meth:`to_dict` wrote (a study keeps its space so)."""
         dims: dict[str, Dimension] = {}
         for name, value in data.items():
+            if name == MAX_THREADS:
+                continue
             if isinstance(value, Mapping):
                 dims[name] = IntRange(int(value["min"]), int(value["max"]), bool(value.get("log")))
             else:
                 dims[name] = Choice(tuple(value))
-        return cls(dims)
+        limit = data.get(MAX_THREADS)
+        return cls(dims, int(limit) if limit is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -240,6 +268,8 @@ class SearchSpace:
                 out[name] = list(dim.values)
             else:
                 out[name] = {"min": dim.low, "max": dim.high, "log": dim.log}
+        if self.max_threads is not None:
+            out[MAX_THREADS] = self.max_threads
         return out
 
 
@@ -286,6 +316,7 @@ def default_space(
     else:
         dims["instance_kind"] = Choice(("cpu",))
         dims["instance_count"] = IntRange(1, max(2, cpus))
+    max_threads = None
     if backend_of(base) == "onnxruntime":
         dims["intra_op_thread_count"] = IntRange(1, max(1, cpus))
         dims["inter_op_thread_count"] = IntRange(1, max(1, cpus))
@@ -294,7 +325,12 @@ def default_space(
             dims["precision"] = Choice(DEFAULT_PRECISIONS)
         if target.gpu_count > 0 and "onnxruntime" in target.backends:
             dims["tensorrt_precision"] = Choice(TENSORRT_PRECISIONS)
-    return SearchSpace(dims)
+        else:
+            # Set only where it leaves a config out (not on 2 cores: 2 x 2 threads is 2 per core).
+            limit = DEFAULT_THREADS_PER_CORE * cpus
+            if max(2, cpus) * max(1, cpus) > limit:
+                max_threads = limit
+    return SearchSpace(dims, max_threads)
 
 
 @dataclass(frozen=True)
@@ -327,21 +363,32 @@ def apply_space_mapping(where: str, data: Any, defaults: SearchSpace) -> SearchS
     ``where`` (the file, and for a pipeline's model the model: ``space.yaml: minilm``)."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping of dimension names to values")
-    unknown = sorted(set(data) - set(DIMENSIONS) - set(SETTING_KEYS))
+    unknown = sorted(set(data) - set(DIMENSIONS) - set(SETTING_KEYS) - {MAX_THREADS})
     if unknown:
         raise InputError(
             f"{where}: unknown dimension(s) {', '.join(map(str, unknown))}; known: "
-            f"{', '.join([*DIMENSIONS, *SETTING_KEYS])}"
+            f"{', '.join([*DIMENSIONS, *SETTING_KEYS, MAX_THREADS])}"
         )
     dims = dict(defaults.dimensions)
+    max_threads = defaults.max_threads
     for name, value in data.items():
-        if name not in SETTING_KEYS:
+        if name == MAX_THREADS:
+            max_threads = _parse_max_threads(where, value)
+        elif name not in SETTING_KEYS:
             dims[name] = _parse_dimension(where, name, value)
-    return SearchSpace(dims)
+    return SearchSpace(dims, max_threads)
 
 
+#: The space file's key for :attr:`SearchSpace.max_threads` (``none``: no limit).
+MAX_THREADS = "max_threads"
 #: Keys of a space file that are settings of how the space is judged, not dimensions.
 SETTING_KEYS = ("accuracy_kind",)
+
+
+def _parse_max_threads(where: str, value: Any) -> int | None:
+    if value is None or str(value).lower() == "none":
+        return None
+    return _int_at_least(1)(f"{where}: {MAX_THREADS}", value)
 
 
 def space_file_output_kinds(source: SpaceSource) -> dict[str, OutputKind]:

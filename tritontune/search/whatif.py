@@ -27,9 +27,15 @@ from tritontune.config.variant import apply_variant
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.batcher import CLIENT_JITTER, ClosedLoop, OpenLoop, operating_point, simulate
-from tritontune.predict.calibration import Calibration, Prediction, execution_setting, setting_key
+from tritontune.predict.calibration import (
+    Calibration,
+    Derivation,
+    Prediction,
+    execution_setting,
+    setting_key,
+)
 from tritontune.predict.config import batcher_config_of
-from tritontune.search.ranking import Corrections, all_points, rank_space
+from tritontune.search.ranking import BANDS, Corrections, all_points, rank_space
 from tritontune.search.space import DIMENSIONS, SearchSpace, parse_knob
 from tritontune.study.handle import TuningStudy
 
@@ -57,6 +63,8 @@ class Answer:
     """The calibrated settings the service curve came from."""
     calibrated: bool
     """The config's own execution setting was calibrated (else composed from others)."""
+    derivation: Derivation = Derivation.MEASURED
+    """How its service curve was obtained (composed; with the contention model)."""
 
 
 @dataclass(frozen=True)
@@ -158,9 +166,10 @@ def at_slo(model: StudyModel, changes: Mapping[str, Any]) -> Answer:
         p99_s=result.p99_s,
         mean_batch=result.mean_batch,
         correction=correction,
-        band=model.corrections.band(key),
+        band=model.corrections.band(key, BANDS[prediction.derivation]),
         sources=prediction.sources,
         calibrated=prediction.measured,
+        derivation=prediction.derivation,
     )
 
 
@@ -169,7 +178,8 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
     point, prediction = _changed(model, changes)
     config = batcher_config_of(model.build(point))
     key = setting_key(execution_setting(point))
-    correction, band = model.corrections.factor(key), model.corrections.band(key)
+    correction = model.corrections.factor(key)
+    band = model.corrections.band(key, BANDS[prediction.derivation])
     answers = []
     for load in loads:
         if load <= 0:
@@ -200,6 +210,7 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
                 band=band,
                 sources=prediction.sources,
                 calibrated=prediction.measured,
+                derivation=prediction.derivation,
             )
         )
     return answers
@@ -214,6 +225,7 @@ def best_for(model: StudyModel, slo_p99_s: float, top: int = 5) -> list[Answer]:
         slo_p99_s=slo_p99_s,
         load_mode=model.load_mode,
         request_batch=model.request_batch,
+        factor=model.corrections.factor,
     )
     corrected = sorted(
         ranking.predicted, key=lambda p: -p.throughput * model.corrections.factor(p.setting)
@@ -230,9 +242,10 @@ def best_for(model: StudyModel, slo_p99_s: float, top: int = 5) -> list[Answer]:
                 p99_s=predicted.p99_s,
                 mean_batch=predicted.mean_batch,
                 correction=correction,
-                band=model.corrections.band(predicted.setting),
+                band=model.corrections.band(predicted.setting, predicted.default_band),
                 sources=predicted.sources,
                 calibrated=predicted.calibrated,
+                derivation=predicted.derivation,
             )
         )
     return answers

@@ -212,13 +212,16 @@ class TuningStudy:
         reference = attrs.get(StudyKey.CALIBRATION_REFERENCE)
         if reference is None:
             return None
-        calibration = Calibration(dict(reference))
+        calibration = Calibration(dict(reference), cores=int(attrs.get(StudyKey.CALIBRATION_CORES, 0)))
         for key, value in attrs.items():
             if key.startswith(StudyKey.CALIBRATION_PREFIX):
                 calibration.add(SettingCalibration.from_dict(value))
         return calibration
 
-    def save_calibration_reference(self, reference: Mapping[str, Any]) -> None:
+    def save_calibration_reference(self, reference: Mapping[str, Any], cores: int = 0) -> None:
+        """The reference setting, and the CPU cores the server computes on (0: not a CPU
+        host's, or unknown)."""
+        self._set(StudyKey.CALIBRATION_CORES, int(cores))
         self._set(StudyKey.CALIBRATION_REFERENCE, dict(reference))
 
     def save_calibration(self, calibrated: SettingCalibration) -> None:

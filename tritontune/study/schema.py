@@ -40,6 +40,8 @@ class StudyKey:
     """How the search proposed configs (``tpe``, ``predict``)."""
     CALIBRATION_REFERENCE = "calibration_reference"
     """The execution setting other settings' service curves are composed from."""
+    CALIBRATION_CORES = "calibration_cores"
+    """The CPU cores the calibrated server computed on (the contention model's resource)."""
     #: ``calibration:SETTING``: one calibrated execution setting (``SettingCalibration.to_dict``),
     #: each its own attribute so that workers calibrating different settings never overwrite
     #: each other.
