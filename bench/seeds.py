@@ -12,7 +12,11 @@ winner over the seeds and their ratio. Every run's results JSON is kept in ``--o
 
     python bench/seeds.py --model-repository examples/minilm/model_repository --model minilm \\
         --input-data examples/minilm/inputs.json --slo 100ms --trials 12 --seeds 1,2,3 \\
-        [--compare-with /tmp/old] [--out bench-seeds]
+        [--compare-with /tmp/old] [--variant 'predict=--strategy predict --trials 6'] \\
+        [--out bench-seeds]
+
+Then ``bench/best_known.py --studies bench-seeds`` re-measures every winner against the best
+known config in interleaved rounds.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -28,15 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def search(source: Path, args: argparse.Namespace, seed: int, out: Path, label: str) -> dict:
-    """One default search from the code in ``source``; its summary (the results JSON kept)."""
+def search(
+    source: Path, args: argparse.Namespace, seed: int, out: Path, label: str, extra: list[str]
+) -> dict:
+    """One search from the code in ``source`` (the default one, plus ``extra`` options); its
+    summary (the results JSON kept)."""
     results = out / f"{label}-seed{seed}.results.json"
     storage = f"sqlite:///{out / f'{label}-seed{seed}.db'}"
     command = [
         sys.executable, "-m", "tritontune", "search",
         "-r", str(args.model_repository), "-m", args.model, "--slo-p99", args.slo,
         "--trials", str(args.trials), "--seed", str(seed), "--storage", storage,
-        "--study", f"{label}-seed{seed}", "--results", str(results),
+        "--study", f"{label}-seed{seed}", "--results", str(results), *extra,
     ]  # fmt: skip
     if args.input_data:
         command += ["--input-data", str(args.input_data)]
@@ -100,20 +108,33 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--compare-with", type=Path, help="another checkout, run interleaved")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=OPTIONS",
+        help="a search of this checkout with more options (e.g. 'predict=--strategy predict "
+        "--trials 6': a later --trials wins), run interleaved with the others; repeatable",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-seeds")
     args = parser.parse_args()
     args.model_repository = args.model_repository.resolve()
     args.input_data = args.input_data.resolve() if args.input_data else None
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
-    versions = [("new", ROOT)]
+    versions: list[tuple[str, Path, list[str]]] = [("new", ROOT, [])]
+    if args.variant:
+        versions = []
+        for text in args.variant:
+            name, _, options = text.partition("=")
+            versions.append((name, ROOT, shlex.split(options)))
     if args.compare_with:
-        versions.insert(0, ("old", args.compare_with.resolve()))
+        versions.insert(0, ("old", args.compare_with.resolve(), []))
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        for label, source in versions:
+        for label, source, extra in versions:
             print(f"== {label}, seed {seed}", flush=True)
-            run = search(source, args, seed, args.out, label)
+            run = search(source, args, seed, args.out, label, extra)
             runs.append(run)
             if "error" in run:
                 print(f"   failed: {run['error']}", flush=True)
@@ -128,7 +149,7 @@ def main() -> int:
             )
     (args.out / "seeds.json").write_text(json.dumps(runs, indent=2) + "\n")
     print("\nversion  seeds  lowest winner  highest winner  lowest/highest  wall (mean)")
-    for label, _ in versions:
+    for label, _, _ in versions:
         mine = [r for r in runs if r["label"] == label and r.get("throughput")]
         if not mine:
             continue

@@ -1,0 +1,199 @@
+"""Benchmark: a model's best known config, and how close each search's winner comes to it (issue 39).
+
+1. **The grid**: every execution setting of the default CPU space (instances x intra-op threads,
+   at most 2 threads per core, x each precision variant that passes its accuracy gate) with
+   sensible scheduler knobs (dynamic batching, 1 ms queue delay, batches up to 16, the graph fully
+   optimized), each config's operating point under the SLO measured once, as a search's trial is.
+2. **The finals**: the grid's best ``--grid-top`` configs, the winner of every study in
+   ``--studies`` (the SQLite studies ``bench/seeds.py`` keeps, one per search) and the model's own
+   config, re-measured head to head in the playoff's interleaved rounds, each at the load its own
+   search (or the grid) found, a step lower where it doesn't hold.
+
+The *best known* is the highest median of the finals. Printed: the grid, then each finalist's
+median with its min-max interval and its share of the best known; everything is kept in
+``--out`` (``best-known.json``).
+
+    python bench/best_known.py --model-repository examples/minilm/model_repository --model minilm \\
+        --input-data examples/minilm/inputs.json --slo 100ms --studies bench-seeds --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tritontune.config.repository import load_model_source
+from tritontune.config.variant import Variant
+from tritontune.hostinfo import describe_host
+from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.request_shape import RequestShape
+from tritontune.precision.prepare import AccuracySettings
+from tritontune.search.optimize import SearchSettings, measure_operating_point
+from tritontune.search.playoff import Contender, PlayoffSettings, run_playoff
+from tritontune.search.space import SearchSpace
+from tritontune.serving.session import TuningSession
+from tritontune.study.handle import TuningStudy
+from tritontune.units import parse_duration
+
+ROOT = Path(__file__).resolve().parent.parent
+PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8_static")
+SCHEDULER = {
+    "max_batch_size": 16,
+    "dynamic_batching": True,
+    "max_queue_delay": 1000,
+    "preferred_batch_size": "none",
+    "inter_op_thread_count": 1,
+    "graph_optimization": "all",
+}
+#: Numbers the finals give each kind of contender (a playoff contender is a trial number).
+GRID_FIRST, STUDY_FIRST = 1000, 2000
+
+
+def splits(cores: int) -> list[tuple[int, int]]:
+    """Instances x threads of the default CPU space: at most 2 threads per core."""
+    most = max(2, cores)
+    return [(i, t) for i in range(1, most + 1) for t in range(1, cores + 1) if i * t <= 2 * cores]
+
+
+def winners(studies: Path, url_of: Any) -> list[dict[str, Any]]:
+    """Each study's winner in ``studies`` (its playoff's, else its best screening trial)."""
+    found = []
+    for db in sorted(studies.glob("*.db")):
+        study = TuningStudy.open_existing(url_of(db), db.stem)
+        record = study.read()
+        playoff = record.playoff
+        number = playoff.winner if playoff is not None else None
+        best = next((t for t in record.results if t.number == number), None) or record.best
+        if best is None or best.operating_point is None:
+            continue
+        entry = next((e for e in playoff.entries if e.trial == best.number), None) if playoff else None
+        space = SearchSpace.from_dict(record.space or {})
+        found.append(
+            {
+                "label": db.stem,
+                "trial": best.number,
+                "point": best.params,
+                "variant": space.to_variant(dict(best.params)),
+                "load": entry.load if entry is not None else best.operating_point.load,
+                "search_figure": entry.throughput.median if entry else best.throughput,
+            }
+        )
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-repository", type=Path, required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--input-data", type=Path)
+    parser.add_argument("--slo", default="100ms")
+    parser.add_argument("--studies", type=Path, help="a folder of bench/seeds.py studies (*.db)")
+    parser.add_argument("--grid-top", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-best-known")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    slo = parse_duration(args.slo, what="--slo")
+    cores = len(os.sched_getaffinity(0))
+    settings = SearchSettings(slo_p99_s=slo)
+    source = load_model_source(args.model_repository, args.model)
+    shape = RequestShape(input_data=args.input_data)
+    started = time.monotonic()
+    report: dict[str, Any] = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": describe_host().to_dict(),
+        "model": args.model,
+        "slo_p99_s": slo,
+        "grid": [],
+        "finals": [],
+    }
+    with TuningSession(source, request_shape=shape) as session:
+        checks = session.prepare_precisions(list(PRECISIONS), accuracy=AccuracySettings())
+        accepted = [p for p in PRECISIONS if checks[p].accepted]
+        print(f"precisions accepted by the gate: {', '.join(accepted)}", flush=True)
+        grid: list[dict[str, Any]] = []
+        for (instances, threads), precision in itertools.product(splits(cores), accepted):
+            point = {
+                **SCHEDULER,
+                "instance_count": instances,
+                "intra_op_thread_count": threads,
+                "precision": precision,
+            }
+            space = SearchSpace({})
+            variant = space.to_variant(point)
+            figure, _ = measure_operating_point(session, variant, settings)
+            row = {"point": point, "throughput": figure.throughput, "load": figure.load}
+            row["p99_ms"] = figure.p99_s * 1e3
+            grid.append({**row, "variant": variant})
+            report["grid"].append(row)
+            print(
+                f"grid {instances} x {threads} {precision:13} {figure.throughput:7.1f} infer/s "
+                f"at {figure.load:g}, p99 {figure.p99_s * 1e3:.1f} ms",
+                flush=True,
+            )
+        grid.sort(key=lambda r: -r["throughput"])
+        contenders = [
+            Contender(GRID_FIRST + i, r["variant"], r["load"], r["throughput"])
+            for i, r in enumerate(grid[: args.grid_top])
+        ]
+        labels: dict[int | None, str] = {
+            GRID_FIRST + i: f"grid {r['point']['instance_count']} x "
+            f"{r['point']['intra_op_thread_count']} {r['point']['precision']}"
+            for i, r in enumerate(grid[: args.grid_top])
+        }
+        found = winners(args.studies, lambda db: f"sqlite:///{db.resolve()}") if args.studies else []
+        for j, win in enumerate(found):
+            contenders.append(
+                Contender(STUDY_FIRST + j, win["variant"], win["load"], win["search_figure"])
+            )
+            labels[STUDY_FIRST + j] = win["label"]
+        baseline_point, _ = measure_operating_point(session, Variant(), settings)
+        contenders.append(Contender(None, Variant(), baseline_point.load, baseline_point.throughput))
+        labels[None] = "the model's own config"
+        print(f"finals: {len(contenders)} configs, {args.rounds} interleaved rounds", flush=True)
+        result = run_playoff(
+            session,
+            contenders,
+            slo,
+            LoadMode.CONCURRENCY,
+            PlayoffSettings(top=len(contenders), rounds=args.rounds),
+        )
+    best = max((e.throughput.median for e in result.entries if e.held), default=0.0)
+    print(f"\nbest known: {best:.1f} infer/s (median of {args.rounds}+ interleaved rounds)")
+    print(f"{'config':34} {'median':>8} {'low':>8} {'high':>8} {'held':>5} {'of best':>8}")
+    for entry in sorted(result.entries, key=lambda e: -e.throughput.median):
+        label = labels[entry.trial]
+        share = entry.throughput.median / best if best else 0.0
+        interval = entry.throughput
+        print(
+            f"{label:34} {interval.median:8.1f} {interval.low:8.1f} {interval.high:8.1f} "
+            f"{'yes' if entry.held else 'no':>5} {share:8.1%}"
+        )
+        report["finals"].append(
+            {
+                "label": label,
+                "median": interval.median,
+                "low": interval.low,
+                "high": interval.high,
+                "held": entry.held,
+                "load": entry.load,
+                "share_of_best": share,
+                "disturbed_rounds": sum(1 for r in entry.rounds if r.disturbed),
+            }
+        )
+    report["best_known"] = best
+    report["wall_s"] = round(time.monotonic() - started, 1)
+    (args.out / "best-known.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\n{report['wall_s']:.0f} s; kept in {args.out / 'best-known.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
