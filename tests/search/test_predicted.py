@@ -33,7 +33,6 @@ from tritontune.search.ranking import (
     Ranking,
     all_points,
     dimension_values,
-    rank_space,
 )
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_model, what_if
@@ -141,13 +140,13 @@ def test_measurements_correct_the_ranking():
             "instance_count": Choice((1,)),
         }
     )
-    ranking = rank_space(
+    ranking = RankedSpace(
         space,
         calibration,
         lambda point: apply_variant(base, space.to_variant(point)),
         slo_p99_s=SLO,
         load_mode=LoadMode.CONCURRENCY,
-    )
+    ).rank()
     assert [p.point["max_batch_size"] for p in ranking.predicted] == [64, 4]
     corrections = Corrections({ranking.predicted[0].setting: [0.5, 0.6]})
     assert corrections.factor(ranking.predicted[0].setting) == pytest.approx(0.55)

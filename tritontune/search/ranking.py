@@ -299,30 +299,6 @@ class RankedSpace:
         return predicted
 
 
-def rank_space(
-    space: SearchSpace,
-    calibration: Calibration,
-    build: Callable[[dict[str, Any]], ModelConfig],
-    *,
-    slo_p99_s: float,
-    load_mode: LoadMode,
-    request_batch: int = 1,
-    max_load: float | None = None,
-    keep: int = KEEP,
-    factor: Callable[[str], float] | None = None,
-) -> Ranking:
-    """Predict the space's configs' operating points once (see the module docstring)."""
-    return RankedSpace(
-        space,
-        calibration,
-        build,
-        slo_p99_s=slo_p99_s,
-        load_mode=load_mode,
-        request_batch=request_batch,
-        max_load=max_load,
-    ).rank(factor, keep)
-
-
 def _capacity(prediction: Prediction, config: BatcherConfig, request_batch: int) -> float:
     """Inferences per second with every instance busy at its best batch (and no more than the
     request path lets through): an upper bound of any load's throughput, for pruning (the best

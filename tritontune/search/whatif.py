@@ -35,7 +35,7 @@ from tritontune.predict.calibration import (
     setting_key,
 )
 from tritontune.predict.config import batcher_config_of
-from tritontune.search.ranking import BANDS, Corrections, all_points, rank_space
+from tritontune.search.ranking import BANDS, Corrections, RankedSpace, all_points
 from tritontune.search.space import DIMENSIONS, SearchSpace, parse_knob
 from tritontune.study.handle import TuningStudy
 
@@ -218,15 +218,14 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
 
 def best_for(model: StudyModel, slo_p99_s: float, top: int = 5) -> list[Answer]:
     """The best ``top`` configs of the study's space under another SLO, by corrected prediction."""
-    ranking = rank_space(
+    ranking = RankedSpace(
         model.space,
         model.calibration,
         model.build,
         slo_p99_s=slo_p99_s,
         load_mode=model.load_mode,
         request_batch=model.request_batch,
-        factor=model.corrections.factor,
-    )
+    ).rank(model.corrections.factor)
     corrected = sorted(
         ranking.predicted, key=lambda p: -p.throughput * model.corrections.factor(p.setting)
     )
