@@ -390,3 +390,24 @@ def test_the_ranking_is_redone_with_the_corrections_and_keeps_its_simulations(so
     assert again.predicted[0].setting != top  # the corrected setting fell
     assert again.simulated >= simulated  # earlier simulations kept, new ones only where reached
     assert ranked.rank(keep=3).predicted == first.predicted
+
+
+def test_a_pipeline_search_refuses_the_predict_strategy_before_any_server(tmp_path: Path):
+    import time
+
+    from typer.testing import CliRunner
+
+    from tests.pipelines import write_pipeline
+    from tritontune.cli import app
+
+    repository = write_pipeline(tmp_path / "repo")
+    started = time.monotonic()
+    shown = CliRunner().invoke(
+        app,
+        ["search", "-r", str(repository), "-m", "pipe", "--slo-p99", "50ms",
+         "--strategy", "predict", "--storage", f"sqlite:///{tmp_path / 's.db'}"],
+    )  # fmt: skip
+    assert shown.exit_code != 0
+    assert "a pipeline's configs are not predicted yet" in shown.output
+    assert "server" not in shown.output.lower()  # refused before anything was launched
+    assert time.monotonic() - started < 10  # a launched server would take longer

@@ -55,6 +55,7 @@ from tritontune.search.optimize import (
     SearchProgress,
     SearchResult,
     SearchSettings,
+    refuse_before_launch,
     run_search,
 )
 from tritontune.search.playoff import (
@@ -336,6 +337,7 @@ def search(
             settings=settings.measure,
             failure_log=failure_log_path(out, study_name),
         )
+        refuse_before_launch(session, settings)
         with kept_log_said(session):
             print_server(session)
             tuning_space = space_for(session, slo, space)

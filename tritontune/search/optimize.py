@@ -45,6 +45,7 @@ from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, Dimension, SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
+from tritontune.serving.pipeline_session import PipelineSession
 from tritontune.study.figures import OperatingPoint, PlayoffResult, bottleneck
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import (
@@ -271,6 +272,19 @@ class SloObjective:
         return Evaluation(point, switch_s)
 
 
+PREDICT_REFUSED = (
+    "--strategy predict: a pipeline's configs are not predicted yet (the simulator models one "
+    "model's batcher); use --strategy tpe"
+)
+
+
+def refuse_before_launch(bench: Bench, settings: SearchSettings) -> None:
+    """What :func:`run_search` would refuse for ``bench`` (not started yet), said before its
+    server is launched: a pipeline searched with ``--strategy predict``."""
+    if settings.strategy == Strategy.PREDICT and isinstance(bench, PipelineSession):
+        raise InputError(PREDICT_REFUSED)
+
+
 def run_search(
     session: Bench,
     space: SearchSpace,
@@ -304,10 +318,7 @@ def run_search(
             progress.on_first_trials(first)
     if settings.strategy == Strategy.PREDICT:
         if isinstance(space, PipelineSpace):
-            raise InputError(
-                "--strategy predict: a pipeline's configs are not predicted yet (the simulator "
-                "models one model's batcher); use --strategy tpe"
-            )
+            raise InputError(PREDICT_REFUSED)
         objective = use_prediction(
             study,
             session,
