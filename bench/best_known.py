@@ -24,6 +24,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -86,6 +87,34 @@ def winners(studies: Path, url_of: Any) -> list[dict[str, Any]]:
             }
         )
     return found
+
+
+def prediction_errors(studies: Path, url_of: Any) -> dict[str, dict[str, float | int]]:
+    """The prediction error of every predicted trial in ``studies``, by how the prediction was
+    made (``derivation``): |predicted / measured - 1| of throughput (as proposed: corrected; and
+    raw) and of p99 at the load measured; median and 90th percentile of each."""
+    errors: dict[str, dict[str, list[float]]] = {}
+    for db in sorted(studies.glob("*.db")):
+        for trial in TuningStudy.open_existing(url_of(db), db.stem).read().results:
+            predicted, point = trial.predicted, trial.operating_point
+            if not predicted or point is None or point.throughput <= 0:
+                continue
+            figures = errors.setdefault(
+                str(predicted.get("derivation", "measured")),
+                {"throughput": [], "raw_throughput": [], "p99": []},
+            )
+            figures["throughput"].append(abs(predicted["throughput"] / point.throughput - 1))
+            figures["raw_throughput"].append(abs(predicted["raw_throughput"] / point.throughput - 1))
+            figures["p99"].append(abs(predicted["p99_s"] / point.p99_s - 1))
+    summary: dict[str, dict[str, float | int]] = {}
+    for kind, by_figure in sorted(errors.items()):
+        row: dict[str, float | int] = {"configs": len(by_figure["throughput"])}
+        for name, values in by_figure.items():
+            ordered = sorted(values)
+            row[f"{name}_median"] = statistics.median(ordered)
+            row[f"{name}_p90"] = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        summary[kind] = row
+    return summary
 
 
 def main() -> int:
@@ -189,6 +218,17 @@ def main() -> int:
             }
         )
     report["best_known"] = best
+    if args.studies:
+        found_errors = prediction_errors(args.studies, lambda db: f"sqlite:///{db.resolve()}")
+        report["prediction_errors"] = found_errors
+        print("\nprediction error at the measured configs (|predicted / measured - 1|):")
+        for kind, error in found_errors.items():
+            print(
+                f"  {kind:10} {error['configs']:3} configs: throughput median "
+                f"{error['throughput_median']:.0%} p90 {error['throughput_p90']:.0%} (raw "
+                f"{error['raw_throughput_median']:.0%} / {error['raw_throughput_p90']:.0%}), p99 "
+                f"median {error['p99_median']:.0%} p90 {error['p99_p90']:.0%}"
+            )
     report["wall_s"] = round(time.monotonic() - started, 1)
     (args.out / "best-known.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"\n{report['wall_s']:.0f} s; kept in {args.out / 'best-known.json'}")
