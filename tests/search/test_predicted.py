@@ -358,6 +358,20 @@ def test_a_miss_corrects_the_settings_sharing_its_cores_and_waits_for_another_se
     choice = choose_next(only, Corrections(), set(), 0, missed=int8)
     assert choice is not None and choice[0].setting == int8
 
+    # exploring: a split of the cores never measured teaches most, then a precision never
+    # measured; another precision (or graph level) at a measured split teaches nothing new
+    measured = Corrections({int8: [0.4]})
+    one_int8 = '{"instance_count":1,"intra_op_thread_count":2,"precision":"int8"}'
+    assert measured.novelty(int8) == 0
+    assert measured.novelty(fp32) == 1  # a measured split, a new precision
+    assert measured.novelty(one_int8) == 2  # a new split, a measured precision
+    assert measured.novelty(alone) == 3
+    novel = Ranking([predicted(alone, 90, 4)], 1, 1, 0.0)
+    exploit = choose_next(ranking, measured, set(), 0, novel=novel)
+    explore = choose_next(ranking, measured, set(), 1, novel=novel)  # every 2nd proposal
+    assert exploit is not None and exploit[0].setting == int8
+    assert explore is not None and explore[0].setting == alone
+
 
 def test_the_ranking_is_redone_with_the_corrections_and_keeps_its_simulations(source):
     session = SimulatedSession(source, shared_cores_curve)

@@ -47,11 +47,14 @@ from tritontune.enums import TextEnum
 from tritontune.predict.batcher import ServiceCurve
 
 #: The knobs that change how long one execution takes (the rest only schedule requests).
+#: onnxruntime's ``inter_op_thread_count`` is not one: it parallelizes across graph nodes only in
+#: onnxruntime's parallel execution mode, and Triton's onnxruntime backend runs the sequential
+#: one unless a config says otherwise (calibrated on MiniLM, 2 inter-op threads took what 1 did,
+#: within noise); a prediction takes its first value, the search's other strategies still vary it.
 EXECUTION_KNOBS = (
     "instance_count",
     "instance_kind",
     "intra_op_thread_count",
-    "inter_op_thread_count",
     "precision",
     "tensorrt_precision",
     "graph_optimization",

@@ -12,8 +12,10 @@ Measurements correct the model: a config's measured throughput over its predicte
 execution setting's *correction*; settings not measured yet take the median correction of those
 sharing their instances and threads, else of every measured one. The ranking is redone with the
 corrections before every proposal. Proposals alternate between the best corrected prediction
-(exploit) and the best config of a setting no measurement has corrected yet (the least certain
-predictions: explore), so a wrong model of one setting cannot hide a better one; and a setting
+(exploit) and the best config, anywhere in the space, of the settings that would teach most
+(explore: a split of the cores between instances and threads never measured, else a precision
+never measured; :meth:`~tritontune.search.ranking.Corrections.novelty`), so a wrong model of one
+setting cannot hide a better one; and a setting
 whose measurement missed its prediction by more than the band it was proposed with is not
 proposed again until another setting has been measured (:func:`missed_setting`). Once the
 ranking is used up, the base sampler (TPE) goes on.
@@ -62,7 +64,7 @@ from tritontune.study.coordination import PointKey, point_key
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 
-#: Every this-many proposals, one explores (the best config of an uncorrected setting).
+#: Every this-many proposals, one explores (the best config of the most novel settings).
 EXPLORE_EVERY = 2
 #: How long a worker waits for settings another worker is calibrating.
 CALIBRATION_WAIT_S = 600.0
@@ -91,21 +93,27 @@ def choose_next(
     taken: set[PointKey],
     proposals: int,
     missed: str | None = None,
+    novel: Ranking | None = None,
 ) -> tuple[Predicted, float, float] | None:
     """The next config to measure and its corrected prediction and band (None: every config the
     ranking kept was measured). ``missed``: a setting not to propose now (while others are
-    open)."""
-    open_ = [p for p in ranking.predicted if point_key(p.point) not in taken]
-    if missed is not None and any(p.setting != missed for p in open_):
-        open_ = [p for p in open_ if p.setting != missed]
-    if not open_:
+    open). ``novel``: the ranking of the settings that would teach most
+    (:meth:`Corrections.novelty`), from which every :data:`EXPLORE_EVERY`-th proposal comes."""
+
+    def open_of(candidates: Ranking | None) -> list[Predicted]:
+        found = (
+            [p for p in candidates.predicted if point_key(p.point) not in taken] if candidates else []
+        )
+        if missed is not None and any(p.setting != missed for p in found):
+            found = [p for p in found if p.setting != missed]
+        return sorted(found, key=lambda p: -p.throughput * corrections.factor(p.setting))
+
+    ordered = open_of(ranking)
+    exploring = proposals % EXPLORE_EVERY == EXPLORE_EVERY - 1
+    explored = open_of(novel) if exploring else []
+    if not ordered and not explored:
         return None
-    ordered = sorted(open_, key=lambda p: -p.throughput * corrections.factor(p.setting))
-    pick = ordered[0]
-    if proposals % EXPLORE_EVERY == EXPLORE_EVERY - 1:
-        uncorrected = [p for p in ordered if p.setting not in corrections.by_setting]
-        if uncorrected:
-            pick = uncorrected[0]
+    pick = explored[0] if explored else ordered[0]
     band = corrections.band(pick.setting, pick.default_band)
     return pick, corrections.factor(pick.setting), band
 
@@ -117,10 +125,10 @@ class PredictedSampler(ProposingSampler):
     def __init__(
         self,
         base: optuna.samplers.BaseSampler,
-        ranking: Callable[[Corrections], Ranking],
+        ranked: Callable[[], RankedSpace],
     ) -> None:
         super().__init__(base)
-        self._ranking = ranking
+        self._ranked = ranked
         self.predictions: dict[int, dict[str, Any]] = {}
         """Trial number -> what was predicted of its config (corrected), for the study."""
 
@@ -129,12 +137,25 @@ class PredictedSampler(ProposingSampler):
         taken = handle.snapshot().taken()
         results = handle.read().results
         corrections = Corrections.of(results)
+        ranked = self._ranked()
+        proposals = len(self.predictions)
+        novel = None
+        if proposals % EXPLORE_EVERY == EXPLORE_EVERY - 1:
+            # the best configs of the settings that would teach most: a split of the cores never
+            # measured, then a precision never measured (not another graph level of a measured
+            # one), found in the whole space, not only among the best predictions
+            most = max((corrections.novelty(key) for key in ranked.settings), default=0)
+            if most > 0:
+                novel = ranked.rank(
+                    corrections.factor, where=lambda key: corrections.novelty(key) == most
+                )
         choice = choose_next(
-            self._ranking(corrections),
+            ranked.rank(corrections.factor),
             corrections,
             taken,
-            len(self.predictions),
+            proposals,
             missed_setting(results),
+            novel,
         )
         if choice is None:
             return None
@@ -290,9 +311,8 @@ def use_prediction(
     calibration = calibrate_space(study, bench, space, worker=worker, progress=progress)
     ranked: list[RankedSpace] = []
 
-    def ranking(corrections: Corrections) -> Ranking:
-        first = not ranked
-        if first:
+    def ranked_space() -> RankedSpace:
+        if not ranked:
             ranked.append(
                 RankedSpace(
                     space,
@@ -304,11 +324,10 @@ def use_prediction(
                     max_load=max_load,
                 )
             )
-        result = ranked[0].rank(corrections.factor)
-        if first and progress.on_ranked:
-            progress.on_ranked(result)
-        return result
+            if progress.on_ranked:
+                progress.on_ranked(ranked[0].rank())
+        return ranked[0]
 
-    sampler = propose_first(study.optuna_study, lambda base: PredictedSampler(base, ranking), space)
+    sampler = propose_first(study.optuna_study, lambda base: PredictedSampler(base, ranked_space), space)
     study.save_strategy(Strategy.PREDICT.value)
     return PredictedObjective(objective, sampler, study)

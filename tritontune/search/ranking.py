@@ -187,10 +187,11 @@ def all_points(space: SearchSpace) -> Iterator[dict[str, Any]]:
             merged = {**scheduler, **dict(zip(names, values, strict=True))}
             for name, dim in space.dimensions.items():
                 conditional = name in ("max_queue_delay", "preferred_batch_size")
-                if conditional or name in merged or not isinstance(dim, Choice):
+                if conditional or name in merged:
                     continue
-                if len(dim.values) == 1:  # fixed: the sampler proposes it too
-                    merged[name] = dim.values[0]
+                # fixed (the sampler proposes it too), or a knob the model doesn't predict
+                # (inter-op threads, the response cache): its first value
+                merged[name] = dim.values[0] if isinstance(dim, Choice) else dim.low
             if space.fits_threads(merged):
                 yield {name: merged[name] for name in DIMENSIONS if name in merged}
 
@@ -242,14 +243,25 @@ class RankedSpace:
         self.seconds = time.monotonic() - started
         """Time spent predicting and simulating so far."""
 
-    def rank(self, factor: Callable[[str], float] | None = None, keep: int = KEEP) -> Ranking:
+    @property
+    def settings(self) -> set[str]:
+        """The execution settings (keys) of the space's predicted configs."""
+        return {c[2] for c in self._candidates}
+
+    def rank(
+        self,
+        factor: Callable[[str], float] | None = None,
+        keep: int = KEEP,
+        where: Callable[[str], bool] | None = None,
+    ) -> Ranking:
         """The best ``keep`` configs by throughput times their setting's ``factor`` (the
-        corrections; none by default), best first."""
+        corrections; none by default), best first; only of the settings ``where`` accepts (all
+        by default)."""
         started = time.monotonic()
         correct = factor or (lambda _key: 1.0)
-        factors = {key: correct(key) for key in {c[2] for c in self._candidates}}
+        factors = {key: correct(key) for key in self.settings}
         order = sorted(
-            range(len(self._candidates)),
+            (i for i, c in enumerate(self._candidates) if where is None or where(c[2])),
             key=lambda i: -self._candidates[i][0] * factors[self._candidates[i][2]],
         )
         best: list[tuple[float, Predicted]] = []
@@ -313,6 +325,15 @@ def _capacity(prediction: Prediction, config: BatcherConfig, request_batch: int)
     return min(best, request_batch / prediction.path_s) if prediction.path_s else best
 
 
+def _knob(setting: str, name: str) -> Any:
+    """One knob's value in a setting key (None where the key has none)."""
+    try:
+        knobs = json.loads(setting)
+    except ValueError:
+        return None
+    return knobs.get(name) if isinstance(knobs, dict) else None
+
+
 def core_group(setting: str) -> str | None:
     """The instances and threads of a setting key (what settings sharing a split of the cores
     have in common); None for a key that is not a setting's JSON."""
@@ -353,6 +374,23 @@ class Corrections:
             if key != setting and core_group(key) == group
             for r in ratios
         ]
+
+    def novelty(self, setting: str) -> int:
+        """What measuring ``setting`` would teach that no measurement has: 2 for a split of the
+        cores (instances and threads) never measured, 1 for a precision never measured, both
+        added; 0 once the setting itself was measured."""
+        if setting in self.by_setting:
+            return 0
+        group = core_group(setting)
+        novel = 0
+        if group is not None and all(core_group(key) != group for key in self.by_setting):
+            novel += 2
+        precision = _knob(setting, "precision")
+        if precision is not None and all(
+            _knob(key, "precision") != precision for key in self.by_setting
+        ):
+            novel += 1
+        return novel
 
     def factor(self, setting: str) -> float:
         """The setting's median correction; before it has its own, that of the settings sharing
