@@ -425,3 +425,15 @@ def test_a_pipeline_search_refuses_the_predict_strategy_before_any_server(tmp_pa
     assert "a pipeline's configs are not predicted yet" in shown.output
     assert "server" not in shown.output.lower()  # refused before anything was launched
     assert time.monotonic() - started < 10  # a launched server would take longer
+
+
+def test_calibration_stops_rising_once_a_batch_takes_the_slo(source):
+    from tritontune.search.calibrate import calibrate_setting, calibration_loads
+
+    session = SimulatedSession(source, CURVES)
+    whole = calibrate_setting(session, SPACE, {"instance_count": 1}, max_batch_size=64)
+    assert whole.levels == len(calibration_loads(1, 64)) == 5  # 1, 4, 16, 64, 128
+    # a batch of 64 takes 65 ms: with a 20 ms SLO the level that formed them is the last
+    short = calibrate_setting(session, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.02)
+    assert short.levels < whole.levels
+    assert short.points[-1].mean_s >= 0.02  # what stopped it was measured

@@ -24,6 +24,7 @@ from tritontune.errors import ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.predict.calibration import (
+    MIN_EXECUTIONS,
     SettingCalibration,
     fit_points,
     lognormal_cv,
@@ -83,11 +84,16 @@ def calibrate_setting(
     setting: Mapping[str, Any],
     *,
     max_batch_size: int,
+    slo_p99_s: float | None = None,
     settings: MeasureSettings = CALIBRATION_MEASURE,
     on_level: Callable[[int, Measurement], None] | None = None,
 ) -> SettingCalibration:
-    """Measure ``setting`` (see the module docstring). A server fault propagates: the caller
-    runs this under :func:`tritontune.serving.faults.with_restarts`."""
+    """Measure ``setting`` (see the module docstring). The levels stop rising once a level's
+    largest batch took ``slo_p99_s`` or more to compute: a config whose batches take that long
+    can't meet the SLO, and the higher levels (the largest batches, the slowest windows: on
+    MiniLM they were most of a calibration's time) would measure only such batches. A server
+    fault propagates: the caller runs this under
+    :func:`tritontune.serving.faults.with_restarts`."""
     started = time.monotonic()
     bench.load(space.to_variant(calibration_point(setting, max_batch_size)))
     instances = int(setting.get("instance_count", 1) or 1)
@@ -102,7 +108,8 @@ def calibrate_setting(
         server = measured.server
         if server is None:
             continue
-        samples += [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in server.batches]
+        level = [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in server.batches]
+        samples += level
         if load == 1:
             inside = server.avg_queue_s + server.avg_compute_s
             overhead_s = max(0.0, measured.latency.mean - inside)
@@ -111,6 +118,8 @@ def calibrate_setting(
             fastest = measured.request_rate
             compute_s = sum(b.compute_ns for b in server.batches) / 1e9
             busy_at_fastest = compute_s * measured.request_rate / server.requests / instances
+        if slo_p99_s is not None and load > 1 and _largest_batch_s(level) >= slo_p99_s:
+            break
     points = fit_points(samples)
     if not points:
         raise ServerError(
@@ -127,3 +136,10 @@ def calibrate_setting(
         levels=levels,
         seconds=time.monotonic() - started,
     )
+
+
+def _largest_batch_s(level: list[tuple[int, int, float]]) -> float:
+    """The mean compute time of a level's largest batches (its largest size executed at least
+    :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` times; 0 without one)."""
+    frequent = [(size, total / runs) for size, runs, total in level if runs >= MIN_EXECUTIONS]
+    return max(frequent)[1] if frequent else 0.0

@@ -190,6 +190,7 @@ def calibrate_space(
     space: SearchSpace,
     *,
     worker: WorkerId,
+    slo_p99_s: float | None = None,
     progress: CalibrationProgress | None = None,
     wait_s: float = CALIBRATION_WAIT_S,
 ) -> Calibration:
@@ -218,7 +219,15 @@ def calibrate_space(
             progress.on_setting_start(index + 1, len(plan), setting)
         try:
             calibrated, _ = with_restarts(
-                bench, partial(calibrate_setting, bench, space, setting, max_batch_size=largest)
+                bench,
+                partial(
+                    calibrate_setting,
+                    bench,
+                    space,
+                    setting,
+                    max_batch_size=largest,
+                    slo_p99_s=slo_p99_s,
+                ),
             )
         except ConfigFailed as failed:
             if progress.on_setting_done:
@@ -308,7 +317,9 @@ def use_prediction(
     """Calibrate, rank, and make the study's sampler propose by the ranking; returns the
     objective the loop runs (``objective``, keeping each proposal's prediction)."""
     progress = progress or CalibrationProgress()
-    calibration = calibrate_space(study, bench, space, worker=worker, progress=progress)
+    calibration = calibrate_space(
+        study, bench, space, worker=worker, slo_p99_s=slo_p99_s, progress=progress
+    )
     ranked: list[RankedSpace] = []
 
     def ranked_space() -> RankedSpace:
