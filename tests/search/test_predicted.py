@@ -87,8 +87,10 @@ def truth(session: SimulatedSession) -> dict[str, float]:
 
 def test_the_space_is_enumerated_as_the_sampler_proposes_it():
     points = list(all_points(SPACE))
-    # batching off: 4 sizes x 2 instances; on: 4 x 2 delays x 2 instances
-    assert len(points) == 8 + 16
+    # batching off: 4 sizes x 2 instances; on: 3 sizes x 2 delays x 2 instances (with batches
+    # of one, batching on is batching off: predicted once)
+    assert len(points) == 8 + 12
+    assert all(not p["dynamic_batching"] for p in points if p["max_batch_size"] == 1)
     assert all("max_queue_delay" not in p for p in points if not p["dynamic_batching"])
     assert dimension_values("max_queue_delay", IntRange(20, 25_000, log=True))[::7] == (20, 25_000)
 
