@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
 from tests.studies import read_study
+from tritontune.errors import InputError
 
 pytestmark = pytest.mark.integration
 
@@ -106,6 +107,8 @@ def wait_for_running_trial(storage: str, study: str, worker: subprocess.Popen) -
                 if trial.worker is not None and trial.worker.pid == worker.pid:
                     return trial.number
         except KeyError:  # the worker has not created the study yet
+            pass
+        except InputError:  # created, its identity not written yet (one write after another)
             pass
         time.sleep(0.5)
     raise AssertionError(f"the worker never started a trial (exit code {worker.poll()})")
