@@ -72,7 +72,7 @@ def test_the_storage_password_is_nowhere(
     fast = ["--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4", "--max-load", "4"]
     search = [
         "search", "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
-        "--trials", "2", "--space", "space.yaml", "--study", "secret", "--seed", "1",
+        "--trials", "1", "--space", "space.yaml", "--study", "secret", "--seed", "1",
         *fast, "--playoff-top", "1", "--playoff-rounds", "1",
         "--results", "r.json", "--report", "search.html",
     ]  # fmt: skip

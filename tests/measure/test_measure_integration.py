@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -27,6 +28,12 @@ from tritontune.serving.session import TuningSession, open_session
 pytestmark = pytest.mark.integration
 
 FAST = MeasureSettings(warmup_s=0.5, window_s=0.5, max_windows=6)
+#: FAST with a 5 s request timeout, for the starved levels: a starved level ends with up to 2,048
+#: requests in flight, and the measurement waits for them (or the request timeout) before it
+#: returns; the loop, still pinned beside the burners, takes their replies slowly (14-27 s with
+#: the default 30 s timeout, most of each starved test's time). The figures under test come from
+#: the windows, over by then, whose replies came in well under a second.
+STARVED = replace(FAST, request_timeout_s=5.0)
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +165,7 @@ def test_a_starved_load_generator_is_flagged_client_bound(session: TuningSession
         # request, waits on the server's replies, loop demand 0.82, 1 of 3 windows flagged. An
         # open loop at a rate the loop can keep up with is not starved: CFS favours the waking
         # loop.)
-        starved = session.measure(LoadSpec.rate(10_000.0))
+        starved = session.measure(LoadSpec.rate(10_000.0), STARVED)
     finally:
         os.sched_setaffinity(0, saved)
         for hog in hogs:
@@ -280,7 +287,7 @@ def test_a_starved_workload_level_is_flagged_client_bound(session: TuningSession
         # is not what limits it: 9 of 9 windows flagged in three runs, loop demand 0.98-1.01,
         # lag p99 68-720 ms. (With three burners at 4,000 req/s the server, sharing the other
         # core, fell behind first: 1 of 3 windows; at 12,000, 2 or 3 of 3.)
-        starved = session.measure_traffic(WORKLOAD, 10_000.0, FAST)
+        starved = session.measure_traffic(WORKLOAD, 10_000.0, STARVED)
     finally:
         os.sched_setaffinity(0, saved)
         for hog in hogs:

@@ -134,7 +134,11 @@ def test_real_model_int8_measured_beside_fp32_through_triton_and_exported(real_m
         result = run_search(
             session, space,
             SearchSettings(slo_p99_s=0.5, trials=2, seed=0, storage=storage, study_name="minilm",
-                           measure=settings, max_load=8,
+                           # ramps of 1 and 4, capped there (to 8 they bisected back to 6-7 when
+                           # a busy level missed, 5 levels each): the verdict under test is the
+                           # playoff's, measured at the load each held, and INT8's lead is per
+                           # batch, at 4 requests in flight as at 8
+                           measure=settings, max_load=4,
                            playoff=PlayoffSettings(top=2, rounds=3, measure=settings)),
         )  # fmt: skip
     check = result.precisions["int8_dynamic"]
