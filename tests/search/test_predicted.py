@@ -349,7 +349,9 @@ def test_a_miss_corrects_the_settings_sharing_its_cores_and_waits_for_another_se
     assert missed_setting(missed[:1]) is None  # within its band
 
     def predicted(setting: str, throughput: float, size: int) -> Predicted:
-        return Predicted({"max_batch_size": size, "s": setting}, setting, 4, throughput, 0.01, True)
+        return Predicted(
+            {"max_batch_size": size, "s": setting}, setting, 4, throughput, 0.01, Derivation.MEASURED
+        )
 
     ranking = Ranking([predicted(int8, 500, 16), predicted(alone, 150, 4)], 2, 2, 0.0)
     choice = choose_next(ranking, Corrections(), set(), 0, missed=int8)

@@ -78,12 +78,16 @@ class Predicted:
     throughput: float
     """Inferences per second at ``load``."""
     p99_s: float
-    calibrated: bool
-    """The setting was calibrated itself (else composed from one-knob calibrations)."""
+    derivation: Derivation
+    """How the setting's curve was obtained (calibrated itself, composed, with contention)."""
     sources: tuple[str, ...] = ()
     p50_s: float = float("nan")
     mean_batch: float = float("nan")
-    derivation: Derivation = Derivation.MEASURED
+
+    @property
+    def calibrated(self) -> bool:
+        """The setting was calibrated itself (else composed from other calibrations)."""
+        return self.derivation == Derivation.MEASURED
 
     @property
     def default_band(self) -> float:
@@ -239,15 +243,23 @@ class RankedSpace:
         self._candidates: list[tuple[float, dict[str, Any], str, Prediction, BatcherConfig]] = []
         self._simulated: dict[int, Predicted | None] = {}
         started = time.monotonic()
+        # Many points share an execution setting (13,056 points, 48 settings on MiniLM): each
+        # setting's curve is predicted once (None: the calibration can't cover it).
+        predictions: dict[str, Prediction | None] = {}
         for point in all_points(space):
             setting = execution_setting(point)
-            try:
-                prediction = calibration.predict(setting)
-            except KeyError:
+            key = setting_key(setting)
+            if key not in predictions:
+                try:
+                    predictions[key] = calibration.predict(setting)
+                except KeyError:
+                    predictions[key] = None
+            prediction = predictions[key]
+            if prediction is None:
                 continue
             config = batcher_config_of(build(point))
             capacity = _capacity(prediction, config, request_batch)
-            self._candidates.append((capacity, point, setting_key(setting), prediction, config))
+            self._candidates.append((capacity, point, key, prediction, config))
         self.seconds = time.monotonic() - started
         """Time spent predicting and simulating so far."""
 
@@ -309,11 +321,10 @@ class RankedSpace:
                 load=load,
                 throughput=result.throughput_ips,
                 p99_s=result.p99_s,
-                calibrated=prediction.measured,
+                derivation=prediction.derivation,
                 sources=prediction.sources,
                 p50_s=result.p50_s,
                 mean_batch=result.mean_batch,
-                derivation=prediction.derivation,
             )
         self._simulated[index] = predicted
         return predicted
@@ -333,23 +344,20 @@ def _capacity(prediction: Prediction, config: BatcherConfig, request_batch: int)
     return min(best, request_batch / prediction.path_s) if prediction.path_s else best
 
 
-def _knob(setting: str, name: str) -> Any:
-    """One knob's value in a setting key (None where the key has none)."""
+def _knobs(setting: str) -> dict[str, Any]:
+    """The knobs of a setting key (:func:`setting_key`'s JSON); empty for any other key."""
     try:
         knobs = json.loads(setting)
     except ValueError:
-        return None
-    return knobs.get(name) if isinstance(knobs, dict) else None
+        return {}
+    return knobs if isinstance(knobs, dict) else {}
 
 
 def core_group(setting: str) -> str | None:
     """The instances and threads of a setting key (what settings sharing a split of the cores
-    have in common); None for a key that is not a setting's JSON."""
-    try:
-        knobs = json.loads(setting)
-    except ValueError:
-        return None
-    if not isinstance(knobs, dict) or not any(name in knobs for name in CORE_KNOBS):
+    have in common); None for a key without them."""
+    knobs = _knobs(setting)
+    if not any(name in knobs for name in CORE_KNOBS):
         return None
     return setting_key({name: knobs.get(name) for name in (*CORE_KNOBS, "instance_kind")})
 
@@ -393,9 +401,9 @@ class Corrections:
         novel = 0
         if group is not None and all(core_group(key) != group for key in self.by_setting):
             novel += 2
-        precision = _knob(setting, "precision")
+        precision = _knobs(setting).get("precision")
         if precision is not None and all(
-            _knob(key, "precision") != precision for key in self.by_setting
+            _knobs(key).get("precision") != precision for key in self.by_setting
         ):
             novel += 1
         return novel

@@ -61,10 +61,13 @@ class Answer:
     """How far the throughput may be off (a share)."""
     sources: tuple[str, ...]
     """The calibrated settings the service curve came from."""
-    calibrated: bool
-    """The config's own execution setting was calibrated (else composed from others)."""
-    derivation: Derivation = Derivation.MEASURED
-    """How its service curve was obtained (composed; with the contention model)."""
+    derivation: Derivation
+    """How its service curve was obtained (calibrated itself, composed, with contention)."""
+
+    @property
+    def calibrated(self) -> bool:
+        """The config's own execution setting was calibrated (else composed from others)."""
+        return self.derivation == Derivation.MEASURED
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,6 @@ def at_slo(model: StudyModel, changes: Mapping[str, Any]) -> Answer:
         correction=correction,
         band=model.corrections.band(key, BANDS[prediction.derivation]),
         sources=prediction.sources,
-        calibrated=prediction.measured,
         derivation=prediction.derivation,
     )
 
@@ -209,7 +211,6 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
                 correction=correction,
                 band=band,
                 sources=prediction.sources,
-                calibrated=prediction.measured,
                 derivation=prediction.derivation,
             )
         )
@@ -225,12 +226,9 @@ def best_for(model: StudyModel, slo_p99_s: float, top: int = 5) -> list[Answer]:
         slo_p99_s=slo_p99_s,
         load_mode=model.load_mode,
         request_batch=model.request_batch,
-    ).rank(model.corrections.factor)
-    corrected = sorted(
-        ranking.predicted, key=lambda p: -p.throughput * model.corrections.factor(p.setting)
-    )
+    ).rank(model.corrections.factor)  # best first by corrected throughput
     answers = []
-    for predicted in corrected[:top]:
+    for predicted in ranking.predicted[:top]:
         correction = model.corrections.factor(predicted.setting)
         answers.append(
             Answer(
@@ -243,7 +241,6 @@ def best_for(model: StudyModel, slo_p99_s: float, top: int = 5) -> list[Answer]:
                 correction=correction,
                 band=model.corrections.band(predicted.setting, predicted.default_band),
                 sources=predicted.sources,
-                calibrated=predicted.calibrated,
                 derivation=predicted.derivation,
             )
         )
