@@ -186,7 +186,7 @@ class FakeSession:
             )
         return TrafficMeasurement(total_rate, tuple(figures), 3.0, 3.0)
 
-    def prepare_precisions(self, precisions, *, accuracy=None):
+    def prepare_precisions(self, precisions, *, accuracy=None, model=None, input_data=()):
         raise AssertionError("the fake session has no precision variants")
 
     def fault(self, err: ServerError) -> ServerDiedError | None:

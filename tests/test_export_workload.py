@@ -111,7 +111,12 @@ def test_an_endpoint_winner_is_exported_as_one_model_per_class(storage, tmp_path
         config = read_config(tmp_path / "out" / name / "config.pbtxt")
         assert config.name == name and config.dynamic_batching.priority_levels == 0
     batch = read_config(tmp_path / "out" / "mlp_batch" / "config.pbtxt")
-    assert batch.dynamic_batching.default_queue_policy.max_queue_size > 0  # may be shed
+    # the class that may be shed has the trial's admission bound on its endpoint's queue
+    admission = study.trials[endpoints["trial"]].params["admission"]
+    bound = 0 if admission == "none" else int(admission)
+    assert batch.dynamic_batching.default_queue_policy.max_queue_size == bound
+    interactive = read_config(tmp_path / "out" / "mlp_interactive" / "config.pbtxt")
+    assert interactive.dynamic_batching.default_queue_policy.max_queue_size == 0  # never shed
     models = find_models(tmp_path / "out")
     assert all(m.workload is not None for m in models) and len(models) == 2
 

@@ -488,7 +488,7 @@ _WORKLOAD_SCHEMA: dict[str, Any] = {
     ],
     "properties": {
         "record_version": {"const": RECORD_VERSION},
-        **{k: _SCHEMA["properties"][k] for k in ("model", "tuned_from", "knobs")},
+        **{k: _SCHEMA["properties"][k] for k in ("model", "tuned_from", "knobs", "precision")},
         **{k: _SCHEMA["properties"][k] for k in ("config_sha256", "model_files", "triton")},
         **{k: _SCHEMA["properties"][k] for k in ("tritontune_version", "hardware", "date")},
         "workload": {
@@ -553,6 +553,9 @@ class WorkloadRecord:
     date: str = field(
         default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     )
+    precision: dict | None = None
+    """A precision variant served in place of its weights (as the single-model record's
+    ``precision``): how it was built, its accuracy against FP32, what that was judged on."""
 
     @property
     def reference_rate(self) -> float:
@@ -581,6 +584,7 @@ class WorkloadRecord:
                 "baseline_rounds_total_rate_per_s": [round(r, 3) for r in self.baseline_rounds],
             },
             "knobs": self.knobs,
+            **({"precision": self.precision} if self.precision else {}),
             "config_sha256": self.config_sha256,
             "model_files": dict(self.model_files),
             **_provenance(self),
@@ -611,6 +615,7 @@ class WorkloadRecord:
             model_files=dict(data.get("model_files") or {}),
             tritontune_version=data["tritontune_version"],
             date=data["date"],
+            precision=data.get("precision"),
         )
 
 

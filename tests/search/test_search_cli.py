@@ -65,7 +65,8 @@ WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-b
         (["--load", "poisson"], "--load: not with --workload"),
         (["--max-load", "10"], "--max-load: 10 req/s is below --start-rate 20: a capacity ramp"),
         (["--batch-size", "4"], "--batch-size: not with --workload"),
-        (["--accuracy", "cosine=0.99"], "--accuracy: not with --workload: the workload search has no"),
+        (["--playoff-top", "0"], "--playoff-top: at least 1 with --workload"),
+        (["--load-engine", "perf_analyzer"], "--load-engine perf_analyzer measures one class"),
         (["--csv", "levels.csv"], "--csv: not with --workload"),
         (["--peak-qps", "100"], "--peak-qps: not with --workload"),
         (["--layout", "split"], "--layout: 'split' is not one of both, shared, endpoints"),
@@ -75,6 +76,27 @@ def test_search_workload_refuses_what_it_would_ignore(example_repository: Path, 
     """Every option ``search --workload`` is given is honoured or refused in one line, before a
     server starts (it used to ignore some silently)."""
     result = search("-r", str(example_repository), "-m", "mlp", "--workload", str(WORKLOAD), *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--csv", "levels.csv"], "--csv: not with --workload: the per-level CSV"),
+        (["--arrival", "constant"], "--arrival: not with --workload: each class"),
+        (["--batch-size", "4"], "--batch-size: not with --workload"),
+        (["--input-data", "x.json"], "--input-data: not with --workload"),
+        (["--load-engine", "perf_analyzer"], "--load-engine perf_analyzer measures one class"),
+    ],
+)
+def test_profile_workload_refuses_what_it_would_ignore(example_repository: Path, args, message):
+    """``profile --workload`` used to ignore these silently; refused in one line, before a server
+    starts."""
+    result = runner.invoke(
+        app,
+        ["profile", "-r", str(example_repository), "-m", "mlp", "--workload", str(WORKLOAD), *args],
+    )
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
 
@@ -99,20 +121,29 @@ def test_slo_is_required(example_repository: Path):
 
 @pytest.mark.integration
 def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
-    """Two trials, one final round: the loop, the study, the results and the report, for real."""
+    """Two trials, one final round: the loop, the study, the results and the report, for real,
+    in INT8 (a traffic mix searches precision variants as one class does: built and judged
+    before the trials, exported in place of the weights)."""
     workload = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-batch.yaml"
     results, report = tmp_path / "w.json", tmp_path / "w.html"
     storage = f"sqlite:///{tmp_path / 's.db'}"
+    space = tmp_path / "space.yaml"
+    space.write_text("precision: [int8_dynamic]\n")
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
         "--trials", "2", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
         "--layout", "shared", "--start-rate", "240", "--max-load", "960", "--max-windows", "4",
         "--storage", storage, "--results", str(results), "--report", str(report),
+        "--space", str(space),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "final rounds" in result.output and "winner:" in result.output
+    assert "precision int8_dynamic: accepted" in result.output
     data = json.loads(results.read_text())
     assert data["study"] == "mlp-workload-interactive-batch"
+    assert data["precisions"]["int8_dynamic"]["accepted"] is True
+    assert data["precisions"]["int8_dynamic"]["accuracy"] is not None
+    assert all(t["knobs"]["precision"] == "int8_dynamic" for t in data["trials"] if t["knobs"])
     measured = [t for t in data["trials"] if t["total_rate_per_s"]]
     assert measured, data["trials"]
     for trial in data["trials"]:  # batch requests carry 8 samples: smaller batches left out
@@ -120,6 +151,10 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     assert [f["trial"] for f in data["finalists"]][-1] is None  # the baseline, measured too
     assert all(len(f["total_rates_per_s"]) == 1 for f in data["finalists"])
     assert all(len(f["served_infer_per_s"]) == 1 for f in data["finalists"])
+    # each class's tail where it was held to its objective: the interactive p99 within 20 ms
+    assert all(len(f["classes_by_round"]) == 1 for f in data["finalists"])
+    at_capacity = data["winner_at_capacity"]["by_class"]
+    assert at_capacity["interactive"]["p99_ms"] <= 20.0
     assert "infer/s served" in result.output and "served at capacity:" in result.output
     assert "Little's law" in html.unescape(report.read_text())
     study = TuningStudy.open_existing(storage, "mlp-workload-interactive-batch").read_workload()
@@ -154,6 +189,12 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
         assert "tuned for a workload" in exported.output
         names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
         assert names == (["mlp"] if layout == "shared" else ["mlp_batch", "mlp_interactive"])
+        for name in names:  # the INT8 variant measured, in place of the FP32 weights
+            files = sorted(p.name for p in (out / name / "1").iterdir())
+            assert files == ["model.int8_dynamic.onnx"], files
+            record = yaml.safe_load((out / name / "tritontune.lock.yaml").read_text())
+            assert record["precision"]["precision"] == "int8_dynamic"
+            assert set(record["model_files"]) == {"1/model.int8_dynamic.onnx"}
         junit = tmp_path / f"{layout}.xml"
         # The median of 3 rounds: one round disturbed by the machine must not fail the test.
         checked = runner.invoke(

@@ -16,12 +16,14 @@ import pytest
 from tests.fakes import FakeSession
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
+from tritontune.hostinfo import WorkerId
 from tritontune.measure.traffic import Layout, parse_traffic
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.workload_search import (
     EndpointChoices,
     EndpointKnobs,
     EndpointSplit,
+    WorkloadSearchProgress,
     WorkloadSearchSettings,
     describe_endpoint_knobs,
     endpoint_variants,
@@ -30,6 +32,7 @@ from tritontune.search.workload_search import (
     split_by_demand,
     workload_space,
 )
+from tritontune.study.handle import TuningStudy
 
 TRAFFIC = parse_traffic(
     {
@@ -88,7 +91,9 @@ def test_the_search_finds_priorities_and_admission_control_and_beats_the_baselin
     result = run_workload_search(session, SPACE, TRAFFIC, settings())
     best = result.trials[0]
     assert best.params["max_batch_size"] == 64
-    assert best.params["priorities"] is True and best.params["admission"] != "none"
+    assert best.params["priorities"] is True
+    tied = [t for t in result.trials if t.value == best.value]  # the best served, some bounded
+    assert any(t.params["admission"] != "none" for t in tied)
     assert best.capacity is not None and best.capacity.feasible
     # Every finalist measured once per round; the baseline is the model's own config.
     assert [len(f.rates) for f in result.finalists] == [2] * len(result.finalists)
@@ -96,7 +101,17 @@ def test_the_search_finds_priorities_and_admission_control_and_beats_the_baselin
     winner = result.winner
     assert winner is not None and winner.trial is not None
     assert winner.median > result.baseline.median
-    assert result.to_dict()["gain_over_baseline"] > 1
+    written = result.to_dict()
+    assert written["gain_over_baseline"] > 1
+    # what each class was held to, per round and at the winner's capacity: its work and tail
+    for finalist in written["finalists"]:
+        assert len(finalist["classes_by_round"]) == 2
+        for by_class in finalist["classes_by_round"]:
+            assert set(by_class) == {"interactive", "batch"}
+            assert by_class["interactive"]["p99_ms"] <= 20.0  # its SLO, met at capacity
+            assert by_class["batch"]["served_infer_per_s"] > 0
+    at_capacity = written["winner_at_capacity"]["by_class"]
+    assert 0 < at_capacity["interactive"]["p50_ms"] <= at_capacity["interactive"]["p99_ms"] <= 20.0
     measured = [t for t in result.trials if t.total_rate is not None]
     assert len(measured) == len(result.trials) <= 12  # re-proposals are not measured again
 
@@ -107,8 +122,10 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     loads = len(session.loads)
     again = run_workload_search(session, SPACE, TRAFFIC, settings(storage=storage, trials=3, rounds=1))
     assert [t.number for t in again.trials] == [t.number for t in first.trials]
-    shared = [f for f in again.finalists if f.layout == Layout.SHARED]
-    assert len(session.loads) - loads == len(shared)  # only the final round measured
+    # the budget was spent and the finalists are the same: the study's final rounds stand
+    assert len(session.loads) == loads and again.final_rounds_reused
+    assert not first.final_rounds_reused and first.winner is not None
+    assert again.winner is not None and again.winner.served == first.winner.served
     study = optuna.load_study(study_name="w", storage=storage)
     assert study.user_attrs["workload_final"]["winner"] is not None
     from tests.studies import read_study
@@ -118,6 +135,30 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     other = parse_traffic({"classes": [{"name": "only", "share": 1, "slo_p99": "5ms"}]}, where="t")
     with pytest.raises(InputError, match="another model or workload"):
         run_workload_search(session, SPACE, other, settings(storage=storage, trials=3))
+
+
+def test_final_rounds_another_worker_claimed_are_left_to_it(session, tmp_path: Path):
+    """Two workers of one study: the one that finds the final rounds over its finalists claimed
+    measures none of them (the other's output and the study have the winner)."""
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    chosen = settings(storage=storage, trials=3, rounds=1)
+    elsewhere = WorkerId("other-host", "boot", 1, 0.0)
+    done: list[int] = []
+
+    def trial_done(trial, best, eta) -> None:
+        done.append(trial.number)
+        if len(done) == 3:  # the budget is spent: the other worker claims the rounds first
+            handle = TuningStudy.open_existing(storage, "w")
+            top = [t.number for t in handle.read_workload().results if t.served][: chosen.top]
+            assert handle.claim_final_rounds("workload-final", top, None, elsewhere)
+
+    loads: list[int] = []
+    progress = WorkloadSearchProgress(
+        on_trial_done=trial_done, on_final_round=lambda *a: loads.append(1)
+    )
+    result = run_workload_search(session, SPACE, TRAFFIC, chosen, progress)
+    assert result.final_rounds_reused and result.final.finalists == () and loads == []
+    assert result.to_dict()["final_rounds_reused"] is True
 
 
 def test_the_endpoint_layout_splits_the_instances_by_demand_and_drops_priorities():
@@ -261,8 +302,11 @@ def test_a_finalist_that_misses_its_warm_start_steps_down_from_it(session):
     top = next(f for f in first.finalists if f.trial is not None and f.layout is Layout.SHARED)
     screened = next(t for t in first.trials if t.number == top.trial).total_rate
     session.capacity_scale = 0.25  # the machine now gives every config a quarter of its capacity
-    again = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
-    assert again.trials_this_run == 0  # the same study: only the final rounds ran again
+    # the same study, final rounds of the best config only: those rounds are measured now
+    again = run_workload_search(
+        session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage, top=1)
+    )
+    assert again.trials_this_run == 0 and not again.final_rounds_reused
     retried = again.last_capacity[top.label]
     assert retried.feasible and retried.stepped_down
     assert retried.levels[-1].total_rate == pytest.approx(screened / 2)  # the warm start, missed

@@ -30,6 +30,8 @@ from tritontune.errors import InputError, ServerDiedError, TritonTuneError
 from tritontune.precision.accuracy import (
     AccuracyFigures,
 )
+from tritontune.precision.convert import FP32
+from tritontune.precision.prepare import PrecisionCheck
 from tritontune.redaction import RedactingStream, guard_process_output, register_url
 from tritontune.serving.session import TuningSession
 from tritontune.study.figures import Interval
@@ -326,3 +328,15 @@ def run() -> None:  # pragma: no cover - console entry for `python -m tritontune
     guard_process_output()
     app(prog_name="tritontune")
     sys.exit(0)
+
+
+def print_precisions(checks: Mapping[str, PrecisionCheck]) -> None:
+    """Each precision variant checked before a search: accepted or left out, and why (keyed by
+    precision; a pipeline's or a group's ``MODEL/PRECISION``)."""
+    for name, check in checks.items():
+        if check.precision == FP32:
+            continue
+        verdict = "[green]accepted[/]" if check.accepted else "[yellow]left out[/]"
+        err_console.print(f"precision {name}: {verdict} ({escape(check.summary())})", highlight=False)
+        for tried in check.tried:
+            err_console.print(f"  [dim]passed over: {escape(tried)}[/]", highlight=False)

@@ -29,6 +29,7 @@ from tritontune.cli._common import (
     ms,
     print_server,
     progress_bar,
+    refuse_given,
     user_errors,
 )
 from tritontune.cli._option_groups import load_options, precision_options, server_options
@@ -73,6 +74,17 @@ def _parse_params(params: list[str]) -> dict[str, str]:
             raise InputError(f"--param {item!r}: expected KEY=VALUE, e.g. intra_op_thread_count=1")
         parsed[key.strip()] = value.strip()
     return parsed
+
+
+_PER_CLASS = "not with --workload: each class of the workload file says its own"
+#: What ``profile --workload`` refuses when it is given, and why.
+PROFILE_WORKLOAD_REFUSES = {
+    "arrival": f"{_PER_CLASS} arrivals (poisson, constant, gamma or a trace)",
+    "batch_size": f"{_PER_CLASS} (batch_size)",
+    "input_data": f"{_PER_CLASS} (input_data)",
+    "csv_out": "not with --workload: the per-level CSV is written for one class of load "
+    "(--json and --report hold every class's figures)",
+}
 
 
 def _loads(concurrency: str | None, request_rate: str | None, arrival: str) -> list[LoadSpec]:
@@ -229,6 +241,8 @@ def profile(
         )
         traffic = None
         if workload_file is not None:
+            refuse_given(ctx, PROFILE_WORKLOAD_REFUSES)
+            load_generator.refuse_traffic()
             if concurrency:
                 raise InputError(
                     "--workload drives open-loop traffic: give --request-rate, not --concurrency"

@@ -28,6 +28,7 @@ from tritontune.cli._common import (
     interval_text,
     kept_log_said,
     ms,
+    print_precisions,
     print_server,
     progress_bar,
     refuse_given,
@@ -37,13 +38,13 @@ from tritontune.cli._common import (
 from tritontune.cli._option_groups import load_options, precision_options, server_options
 from tritontune.cli._report import HeadroomOption, PeakOption, parse_plan_options
 from tritontune.cli._workload import search_workload
-from tritontune.config.variant import FP32, knobs_summary
+from tritontune.config.variant import knobs_summary
 from tritontune.errors import InputError
 from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Layout, read_traffic
-from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
+from tritontune.precision.prepare import AccuracySettings
 from tritontune.predict.calibration import SettingCalibration
 from tritontune.report.capacity import DEFAULT_HEADROOM
 from tritontune.report.data import collect
@@ -203,7 +204,8 @@ def search(
         int,
         typer.Option(
             help="Top candidates re-measured against each other and the baseline, interleaved, "
-            "after the search (0: none; the screening figures then stand).",
+            "after the search (0: none; the screening figures then stand; with --workload, at "
+            "least 1: its final rounds pick the winner).",
             min=0,
         ),
     ] = PLAYOFF_TOP,
@@ -239,6 +241,12 @@ def search(
         timeout_s = parse_duration(timeout, what="--timeout") if timeout else None
         if workload_file is not None:
             refuse_given(ctx, WORKLOAD_REFUSES)
+            load_generator.refuse_traffic()
+            if playoff_top < 1:
+                raise InputError(
+                    "--playoff-top: at least 1 with --workload (its final rounds pick the winner; "
+                    "a trial's capacity is a screening figure)"
+                )
             if max_load is not None and max_load < start_rate:
                 raise InputError(
                     f"--max-load: {max_load:g} req/s is below --start-rate {start_rate:g}: a "
@@ -260,6 +268,7 @@ def search(
                     f"{workload_file} names its model (model: NAME)"
                 )
             workload_settings = WorkloadSearchSettings(
+                accuracy=_accuracy(precision_checks, space),
                 trials=trials if trials is not None else (None if timeout else 12),
                 timeout_s=timeout_s,
                 seed=seed,
@@ -268,7 +277,7 @@ def search(
                 host_group=host_group,
                 start_rate=start_rate,
                 max_rate=max_load,
-                top=max(playoff_top, 1),
+                top=playoff_top,
                 rounds=playoff_rounds,
                 measure=measure,
                 layouts=layouts[layout],
@@ -315,12 +324,7 @@ def search(
             storage=storage,
             study_name=study,
             host_group=host_group,
-            accuracy=replace(  # the space file may declare the outputs' kinds; the flag rules
-                precision_checks,
-                output_kinds=precision_checks.output_kinds or space_file_output_kinds(space),
-            )
-            if space
-            else precision_checks,
+            accuracy=_accuracy(precision_checks, space),
             measure=measure,
             playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
             strategy=strategy,
@@ -379,6 +383,14 @@ def search(
             raise typer.Exit(1)
 
 
+def _accuracy(checks: AccuracySettings, space: SpaceSource | None) -> AccuracySettings:
+    """The accuracy gate's settings: the space file may declare the outputs' kinds; the flag
+    rules."""
+    if space is None:
+        return checks
+    return replace(checks, output_kinds=checks.output_kinds or space_file_output_kinds(space))
+
+
 _PER_CLASS = "not with --workload: each class of the workload file says its own"
 #: What ``search --workload`` refuses when it is given (on the command line, in a config file or
 #: the environment), and why.
@@ -387,10 +399,6 @@ WORKLOAD_REFUSES = {
     "load": f"{_PER_CLASS} arrivals (each class is an open-loop stream)",
     "batch_size": f"{_PER_CLASS} (batch_size)",
     "input_data": f"{_PER_CLASS} (input_data)",
-    "accuracy": "not with --workload: the workload search has no precision variants",
-    "accuracy_kind": "not with --workload: the workload search has no precision variants",
-    "calibration": "not with --workload: the workload search has no precision variants",
-    "calibration_data": "not with --workload: the workload search has no precision variants",
     "csv_out": "not with --workload: the per-level CSV is written for single-class searches",
     "headroom": "not with --workload: the report of a workload search plans per class (--report)",
     "peak_qps": "not with --workload: the report of a workload search plans per class (--report)",
@@ -433,17 +441,6 @@ def _search_with_progress(
             levels = result.operating_point.levels if result.operating_point else []
             for note in sorted({lv.disturbance for lv in levels if lv.disturbance}):
                 err_console.print(f"  [yellow]caveat[/]: {escape(note)}", highlight=False)
-
-        def precisions(checks: dict[str, PrecisionCheck]) -> None:
-            for name, check in checks.items():  # by precision; a pipeline's: MODEL/PRECISION
-                if check.precision == FP32:
-                    continue
-                verdict = "[green]accepted[/]" if check.accepted else "[yellow]left out[/]"
-                err_console.print(
-                    f"precision {name}: {verdict} ({escape(check.summary())})", highlight=False
-                )
-                for tried in check.tried:
-                    err_console.print(f"  [dim]passed over: {escape(tried)}[/]", highlight=False)
 
         def playoff_start(contenders: list[Contender], rounds: int) -> None:
             names = ", ".join(c.label for c in contenders)
@@ -501,7 +498,7 @@ def _search_with_progress(
                 baseline,
                 trials.start,
                 trial_done,
-                precisions,
+                print_precisions,
                 playoff_start,
                 playoff_round,
                 CalibrationProgress(calibrating, calibrated, ranked),

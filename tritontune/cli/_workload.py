@@ -13,6 +13,7 @@ from tritontune.cli._common import (
     console,
     err_console,
     kept_log_said,
+    print_precisions,
     print_server,
     progress_bar,
     write_results,
@@ -52,11 +53,9 @@ def search_workload(
     with kept_log_said(session):
         print_server(session)
         # The default space needs the running server's capabilities; its delays are sized for
-        # the tightest class SLO. Precision variants are not searched for a workload.
+        # the tightest class SLO.
         tightest = min((c.slo_p99_s for c in traffic.classes if c.slo_p99_s), default=1.0)
         space = space_for(session, tightest, space_source)
-        if not isinstance(space, PipelineSpace):
-            space = space.replace("precision", None)
         searched = workload_space(space, traffic)
         err_console.print(
             "space: "
@@ -84,6 +83,14 @@ def search_workload(
                 highlight=False,
             )
             raise
+    if result.final_rounds_reused and not result.finalists:
+        console.print(
+            "final rounds: another worker of this study runs them (its output has the winner; "
+            "run the same command again once it is done)",
+            highlight=False,
+        )
+    elif result.final_rounds_reused:
+        console.print("final rounds: the study's, over the same finalists (reused)", highlight=False)
     console.print(_finalists_table(result))
     winner, baseline = result.winner, result.baseline
     if winner is not None and baseline is not None and baseline.median > 0:
@@ -182,7 +189,13 @@ def _search_with_progress(
             space,
             traffic,
             settings,
-            WorkloadSearchProgress(trials.start, trial_done, final_round),
+            WorkloadSearchProgress(
+                trials.start,
+                trial_done,
+                final_round,
+                print_precisions,
+                lambda first: err_console.print(first.describe(), highlight=False),
+            ),
         )
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import yaml
 
 from tritontune.config.model_config import config_digest, parse_config_text, write_config
-from tritontune.config.repository import ModelSource, load_model_source
-from tritontune.config.variant import describe_config
+from tritontune.config.repository import ModelSource, file_sha256, load_model_source
+from tritontune.config.variant import Precision, describe_config, precision_of
 from tritontune.errors import InputError
 from tritontune.export import staging
 from tritontune.measure.traffic import Layout
@@ -56,7 +56,15 @@ def export_workload(
         source, digests = sources[name]
         config = parse_config_text(winner.models[name], source=f"study {study.name!r}, model {name}")
         config.name = name
-        staging.copy_files(staging.model_files(source), staged)
+        files = staging.model_files(source)
+        precision = Precision(precision_of(config, source.model_file.name))
+        served_precision = None
+        if precision != Precision.FP32:  # the variant measured replaces the weights
+            files.pop(source.model_file.relative_to(source.directory), None)
+            check = study.precision_check(precision, source.name if traffic.routed else None)
+            relative, files[relative] = staging.precision_variant(source, precision, check, None)
+            served_precision = staging.precision_summary(precision, check)
+        staging.copy_files(files, staged)
         write_config(config, staged / "config.pbtxt")
         data_files, trace_files = {}, {}
         for c in traffic.classes:
@@ -81,7 +89,11 @@ def export_workload(
             # a group's model: its own knobs (the winner's are every model's, by model)
             knobs=describe_config(config) if traffic.routed else _endpoint_knobs(winner, name),
             config_sha256=config_digest(config),
-            model_files=dict(digests),
+            # copies of the source have its digests; only a precision variant is hashed here
+            model_files={
+                str(rel): digests.get(str(rel)) or file_sha256(staged / rel) for rel in sorted(files)
+            },
+            precision=served_precision,
             **staging.measured_on(study.context),
             tuned_from={
                 "model": source.name,

@@ -25,6 +25,16 @@ class LoadSettings:
     """Load processes for the asyncio engine; None: ``auto`` (more while a level is client-bound,
     up to :func:`tritontune.measure.load_processes.auto_processes_limit`)."""
 
+    def refuse_traffic(self) -> None:
+        """Refuse a traffic mix with an engine that cannot send one (said before a server is
+        launched: a workload's commands call it first)."""
+        if self.engine == LoadEngine.PERF_ANALYZER:
+            raise InputError(
+                "--load-engine perf_analyzer measures one class of traffic at a time; a "
+                "workload's classes (each its own stream, priority and objective) need the "
+                "asyncio engine"
+            )
+
     def describe(self) -> str:
         if self.engine == LoadEngine.PERF_ANALYZER:
             return "perf_analyzer"

@@ -12,6 +12,8 @@ them would be wrong for real requests.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,7 +25,12 @@ from tritonclient.grpc import model_config_pb2
 
 from tritontune.config.model_config import ModelConfig
 from tritontune.errors import InputError
-from tritontune.measure.inputs import TensorSpec, read_input_data, synthesize_payloads
+from tritontune.measure.inputs import (
+    TensorSpec,
+    input_data_from_samples,
+    read_input_data,
+    synthesize_payloads,
+)
 from tritontune.precision.accuracy import (
     AccuracyFigures,
     OutputKind,
@@ -31,7 +38,13 @@ from tritontune.precision.accuracy import (
     judge,
     run_model,
 )
-from tritontune.precision.convert import FP32, ConversionError, build_variant, check_precision
+from tritontune.precision.convert import (
+    FP32,
+    ConversionError,
+    build_variant,
+    cache_dir,
+    check_precision,
+)
 from tritontune.precision.recipe import Calibration, Precision, Recipe, candidates, model_family
 
 #: Fewest samples of a data file that can be split into calibration and evaluation halves.
@@ -209,6 +222,39 @@ def precision_data(
         evaluation_samples=_rows(evaluation, batching),
         calibration_problem=problem,
     )
+
+
+def cached_input_data(name: str, samples: Sequence[Mapping[str, np.ndarray]]) -> Path:
+    """``samples`` (one per entry, each tensor without a batch dimension) written in
+    ``--input-data`` format to the precision cache, named ``NAME-DIGEST.json`` by their contents:
+    the same inputs make the same file, so a variant built on them is a cache hit, and an export
+    rebuilds it from the file the study names."""
+    document = json.dumps(input_data_from_samples([dict(s) for s in samples]), sort_keys=True)
+    digest = hashlib.sha256(document.encode()).hexdigest()[:16]
+    path = cache_dir() / "inputs" / f"{name}-{digest}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        partial_path = path.with_suffix(".partial")
+        partial_path.write_text(document, encoding="utf-8")
+        partial_path.replace(path)
+    return path
+
+
+def joined_input_data(name: str, config: ModelConfig, files: Sequence[Path]) -> Path | None:
+    """One ``--input-data`` file holding every sample of ``files`` (a workload's classes each
+    name their own request data; a precision is judged on all of it): the file itself when there
+    is one, None when there is none."""
+    distinct = list(dict.fromkeys(Path(f) for f in files))
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else None
+    specs = config_input_specs(config)
+    batching = config.max_batch_size > 0
+    samples = [
+        {n: v[0] if batching else v for n, v in sample.items()}
+        for path in distinct
+        for sample in read_input_data(path, specs, batch_size=1, batching=batching)
+    ]
+    return cached_input_data(name, samples)
 
 
 def _rows(batches: Sequence[dict], batching: bool) -> int:

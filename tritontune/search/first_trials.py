@@ -37,7 +37,6 @@ from optuna.trial import FrozenTrial
 
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import Dimension, IntRange, SearchSpace
-from tritontune.study.coordination import point_key
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 
@@ -182,31 +181,39 @@ class FirstTrials:
     def next_point(
         self, results: Sequence[TrialResult], taken: Sequence[Mapping[str, Any]]
     ) -> dict[str, Any] | None:
-        """The first point not yet measured, failed or being measured; None once all are."""
-        seen = {point_key(p) for p in taken}
+        """The first point not yet measured, failed or being measured; None once all are. A
+        taken point is one of them when it has its knobs (a workload's points add the
+        scheduler's, which the sampler chose)."""
         first = self.step_one()
         for point in first:
-            if point_key(point) not in seen:
+            if not any(_has(t, point) for t in taken):
                 return point
         for point in self.step_two(self.best_precision(results, first)):
-            if point_key(point) not in seen:
+            if not any(_has(t, point) for t in taken):
                 return point
         return None
 
     def best_precision(
         self, results: Sequence[TrialResult], first: Sequence[Mapping[str, Any]]
     ) -> str | None:
-        """The precision whose step-one trial served most (held the SLO first); the first
-        precision while none of them is measured."""
-        keys = {point_key(p): p.get("precision") for p in first}
+        """The precision whose step-one trial served most (met its objective first: the SLO,
+        or a workload's); the first precision while none of them is measured."""
         measured = [
-            (r.operating_point.feasible, r.operating_point.throughput, keys[point_key(r.params)])
+            (r.feasible, r.value, point.get("precision"))
             for r in results
-            if r.operating_point is not None and point_key(r.params) in keys
+            if r.operating_point is not None or r.capacity is not None
+            for point in first
+            if _has(r.params, point)
         ]
         if not measured:
             return self.precisions[0] if self.precisions else None
         return max(measured, key=lambda m: (m[0], m[1]))[2]
+
+
+def _has(taken: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
+    """Whether ``taken`` is ``point``'s config: every knob of it the same (``taken`` may hold
+    more: a workload's scheduler knobs)."""
+    return all(k in taken and taken[k] == v for k, v in point.items())
 
 
 class FirstTrialsSampler(ProposingSampler):

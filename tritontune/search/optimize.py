@@ -27,7 +27,7 @@ import optuna
 from tritontune import __version__
 from tritontune.config.model_config import ModelConfig
 from tritontune.config.pipeline import configs_to_text
-from tritontune.config.variant import Precision, Variant
+from tritontune.config.variant import Variant
 from tritontune.errors import InputError, ServerError
 from tritontune.hostinfo import WorkerId, this_worker
 from tritontune.measure.gpu_metrics import NO_GPUS
@@ -38,11 +38,12 @@ from tritontune.search.first_trials import FirstTrials, use_first_trials
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
-from tritontune.search.pipeline_space import PipelineSpace, knob_name
+from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
+from tritontune.search.precisions import checked_precisions
 from tritontune.search.predicted import CalibrationProgress, Strategy, use_prediction
 from tritontune.search.setup import make_sampler, start_study, use_space
-from tritontune.search.space import Choice, Dimension, SearchSpace
+from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
 from tritontune.serving.pipeline_session import PipelineSession
@@ -53,7 +54,6 @@ from tritontune.study.records import (
     StudyIdentity,
     StudyRecord,
     TrialResult,
-    precision_key,
 )
 from tritontune.study.storage import DEFAULT_STORAGE, storage_label
 from tritontune.study.verdict import BestPoint
@@ -300,7 +300,7 @@ def run_search(
         identity=identity,
         sampler=make_sampler(settings.trials, settings.seed, settings.sampler),
     )
-    space = _prepare_precisions(study, session, space, settings, progress)
+    space = checked_precisions(study, session, space, settings.accuracy, progress.on_precisions)
     use_space(study, space, what="--space (and --accuracy)")
     start_study(study, session, settings.measure, settings.trials)
     worker = this_worker()
@@ -349,55 +349,6 @@ def run_search(
     )
 
 
-def _prepare_precisions(
-    study: TuningStudy,
-    session: Bench,
-    space: SearchSpace,
-    settings: SearchSettings,
-    progress: SearchProgress,
-) -> SearchSpace:
-    """Build and accuracy-check the space's precision variants before any trial: a rejected one
-    leaves the space (never measured), and every check is kept in the study for the results. A
-    pipeline's are checked per composing model (``MODEL/precision``), on what reaches it."""
-    if isinstance(space, PipelineSpace):
-        for model in space.models:
-            name = knob_name(model, "precision")
-            narrowed = _checked_precisions(study, session, space, name, settings, progress, model)
-            space = space.replace(name, narrowed)
-        return space
-    narrowed = _checked_precisions(study, session, space, "precision", settings, progress, None)
-    return space.replace("precision", narrowed)
-
-
-def _checked_precisions(
-    study: TuningStudy,
-    session: Bench,
-    space: SearchSpace,
-    name: str,
-    settings: SearchSettings,
-    progress: SearchProgress,
-    model: str | None,
-) -> Dimension | None:
-    """The precision dimension ``name`` of ``space`` narrowed to the variants that passed their
-    accuracy check (as it is when it has none to check)."""
-    dimension = space.dimensions.get(name)
-    if not isinstance(dimension, Choice) or dimension.values == (Precision.FP32,):
-        return dimension
-    wanted = [str(p) for p in dimension.values]
-    checks = session.prepare_precisions(wanted, accuracy=settings.accuracy, model=model)
-    study.save_precisions({p: check.to_dict() for p, check in checks.items()}, model=model)
-    if progress.on_precisions:
-        progress.on_precisions({precision_key(p, model): check for p, check in checks.items()})
-    accepted = tuple(p for p in dimension.values if checks[str(p)].accepted)
-    if not accepted:
-        whose = f" of {model!r}" if model else ""
-        raise InputError(
-            f"no precision{whose} of the space passed its accuracy check: "
-            + "; ".join(f"{p}: {checks[p].reason}" for p in wanted)
-        )
-    return Choice(accepted)
-
-
 def _baseline(
     study: TuningStudy,
     session: Bench,
@@ -440,13 +391,11 @@ def _playoff(
     top = [r for r in record.feasible if r.operating_point is not None][: settings.playoff.top]
     if not top:
         return
-    numbers = sorted(r.number for r in top)
-    if record.playoff is not None:
-        had = sorted(e.trial for e in record.playoff.entries if e.trial is not None)
-        if had == numbers:
-            return  # the same contenders as the last playoff: its verdict stands
-    if not study.claim("playoff-" + "-".join(map(str, numbers)), worker):
-        return  # another worker runs it
+    decided = (
+        [e.trial for e in record.playoff.entries if e.trial is not None] if record.playoff else None
+    )
+    if not study.claim_final_rounds("playoff", [r.number for r in top], decided, worker):
+        return  # the same contenders as the last playoff (its verdict stands), or another worker's
     contenders = []
     for trial in top:
         assert trial.operating_point is not None

@@ -96,9 +96,9 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
 def _group_space(
     bench: ModelGroupSession, slo_p99_s: float, space_source: SpaceSource | None
 ) -> PipelineSpace:
-    """Each tuned model's default space (no precision variants) with ``space_source``'s changes,
-    their instances one budget: the machine's, less what the models served with their own configs
-    run."""
+    """Each tuned model's default space (precision variants too, as for one model) with
+    ``space_source``'s changes, their instances one budget: the machine's, less what the models
+    served with their own configs run."""
     target = bench.info.capabilities
     parts = {
         model: default_space(
@@ -106,6 +106,7 @@ def _group_space(
             target,
             slo_p99_s=slo_p99_s,
             batch_dim_dynamic=bench.step_builder(model).batch_dim_dynamic,
+            precision_variants=bench.owns_server,
         )
         for model in bench.tuned_models
     }

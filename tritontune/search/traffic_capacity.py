@@ -90,6 +90,21 @@ class TrafficCapacity:
             return {c.name: 0.0 for c in self.traffic.classes}
         return {c.name: self.best.figures(c.name).throughput for c in self.traffic.classes}
 
+    def class_figures(self) -> dict[str, dict[str, float | None]]:
+        """Each class's figures at :attr:`best`: inferences served per second and the p50 and
+        p99 of its successful requests (ms; None where none succeeded): what a reader checks the
+        objectives against."""
+        figures: dict[str, dict[str, float | None]] = {}
+        for c in self.traffic.classes:
+            found = self.best.figures(c.name) if self.best is not None else None
+            latency = found.latency if found is not None and found.latency.count else None
+            figures[c.name] = {
+                "served_infer_per_s": round(found.throughput, 3) if found is not None else 0.0,
+                "p50_ms": round(latency.p50 * 1e3, 3) if latency else None,
+                "p99_ms": round(latency.p99 * 1e3, 3) if latency else None,
+            }
+        return figures
+
     @property
     def total_rate(self) -> float:
         """The total rate offered at :attr:`best`."""

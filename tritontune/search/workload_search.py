@@ -43,14 +43,18 @@ from tritontune.config.model_config import ModelConfig, config_to_text, copy_con
 from tritontune.config.pipeline import PipelineVariant, describe_configs
 from tritontune.config.variant import Variant, describe_config
 from tritontune.errors import InputError
+from tritontune.hostinfo import this_worker
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Layout, Traffic
+from tritontune.precision.prepare import AccuracySettings
 from tritontune.search.final_rounds import interleaved_rounds
+from tritontune.search.first_trials import FirstTrials, use_first_trials
 from tritontune.search.instance_budget import instances_of, split_by_demand
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation
 from tritontune.search.pipeline_space import PipelineSpace, knob_name
+from tritontune.search.precisions import PrecisionsProgress, checked_precisions
 from tritontune.search.setup import make_sampler, start_study, use_space
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.traffic_capacity import (
@@ -63,7 +67,12 @@ from tritontune.search.traffic_capacity import (
 from tritontune.serving.bench import Bench
 from tritontune.study.figures import Finalist
 from tritontune.study.handle import TuningStudy
-from tritontune.study.records import TrialResult, WorkloadFinal, WorkloadIdentity
+from tritontune.study.records import (
+    RecordedPrecision,
+    TrialResult,
+    WorkloadFinal,
+    WorkloadIdentity,
+)
 from tritontune.study.storage import DEFAULT_STORAGE, storage_label
 
 #: Admission control bounds searched (the lowest priority level's queue, in requests).
@@ -101,6 +110,8 @@ class WorkloadSearchSettings:
     (where the space has several), rather than only splitting the trial's config."""
     measure: MeasureSettings = WORKLOAD_MEASURE
     sampler: optuna.samplers.BaseSampler | None = None
+    accuracy: AccuracySettings | None = None
+    """How precision variants are judged (on the classes' own request data)."""
 
     def study_name_for(self, model: str, traffic: Traffic) -> str:
         names = "-".join(c.name for c in traffic.classes)
@@ -124,6 +135,11 @@ class WorkloadSearchResult:
     stop_reason: str | None = None
     trials_this_run: int = 0
     restarts: int = 0
+    precisions: dict[str, RecordedPrecision] = field(default_factory=dict)
+    """The precision variants checked before the search: accepted or not, with accuracy."""
+    final_rounds_reused: bool = False
+    """The final rounds were not run by this run: the study's were over the same finalists
+    (kept; empty while another worker of a shared study runs them)."""
 
     @property
     def finalists(self) -> tuple[Finalist, ...]:
@@ -170,12 +186,14 @@ class WorkloadSearchResult:
             "served_infer_per_s_by_class": {
                 name: round(v, 3) for name, v in capacity.served_by_class().items()
             },
+            "by_class": capacity.class_figures(),
             "by_model": by_model,
         }
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "study": self.study_name,
+            "precisions": {p: c.to_dict() for p, c in self.precisions.items()} or None,
             **self.final.to_dict(),
             "trials": [
                 {
@@ -192,6 +210,7 @@ class WorkloadSearchResult:
                 for t in self.trials
             ],
             "winner_at_capacity": self.winner_at_capacity(),
+            "final_rounds_reused": self.final_rounds_reused,
             "stopped_early_because": self.stop_reason,
             "trials_this_run": self.trials_this_run,
             "server_restarts": self.restarts,
@@ -205,6 +224,10 @@ class WorkloadSearchProgress:
     """(this trial, the best so far, ETA in seconds or None)."""
     on_final_round: Callable[[int, Finalist, float | None], None] | None = None
     """(round, finalist, its total rate; None when it failed)."""
+    on_precisions: PrecisionsProgress | None = None
+    """The precision variants built and checked before the search (accepted or not)."""
+    on_first_trials: Callable[[FirstTrials], None] | None = None
+    """The first trials (each accepted precision, each compute setting)."""
 
 
 def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
@@ -583,10 +606,17 @@ def run_workload_search(
         identity=WorkloadIdentity(model, traffic.to_dict()),
         sampler=make_sampler(settings.trials, settings.seed, settings.sampler),
     )
-    use_space(study, space)
+    space = checked_precisions(study, session, space, settings.accuracy, progress.on_precisions, traffic)
+    use_space(study, space, what="--space (and --accuracy)")
     start_study(study, session, settings.measure, settings.trials)
     restarts_before = session.restarts
     layouts = searched_layouts(settings, session.owns_server, traffic)
+    if not isinstance(space, PipelineSpace):
+        # what sets a config's scale is measured first, as for one class (each accepted
+        # precision, each split of the cores); the scheduler's knobs are TPE's from the start
+        first = use_first_trials(study, space)
+        if progress.on_first_trials:
+            progress.on_first_trials(first)
     objective = TrafficObjective(
         space,
         traffic,
@@ -603,17 +633,26 @@ def run_workload_search(
         Budget.start(settings.trials, settings.timeout_s, None),
         progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
     )
-    trials = study.read_workload().results
-    final, last = _final_rounds(session, objective, settings, trials, progress)
-    study.save_workload_final(final)
+    record = study.read_workload()
+    top = [t.number for t in record.results if t.served][: settings.top]
+    decided = [f.trial for f in record.final.finalists if f.trial is not None] if record.final else None
+    final = record.final or WorkloadFinal((), None)
+    last: dict[str, TrafficCapacity] = {}
+    reused = True
+    if study.claim_final_rounds("workload-final", top, decided, this_worker()):
+        final, last = _final_rounds(session, objective, settings, record.results, progress)
+        study.save_workload_final(final)
+        reused = False
     return WorkloadSearchResult(
         name,
-        trials,
+        record.results,
         final,
         last,
         stop_reason=outcome.stop_reason,
         trials_this_run=outcome.trials_this_run,
         restarts=session.restarts - restarts_before,
+        precisions=record.precisions,
+        final_rounds_reused=reused,
     )
 
 
@@ -669,6 +708,7 @@ def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Final
         finalist,
         served=tuple(c.served for c in capacities),
         rates=tuple(c.total_rate for c in capacities),
+        class_rounds=tuple(c.class_figures() for c in capacities),
     )
 
 

@@ -12,8 +12,9 @@ fake on a modelled server (``tests/fakes.py``), so the jobs' logic is tested wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from tritontune.config.model_config import ModelConfig
@@ -111,9 +112,12 @@ class Bench(Protocol):
         *,
         accuracy: AccuracySettings | None = None,
         model: str | None = None,
+        input_data: Sequence[Path] = (),
     ) -> dict[str, PrecisionCheck]:
         """Build and accuracy-check precision variants of ``model`` (the bench's own model when
-        None; a pipeline's composing model by name); accepted ones become loadable."""
+        None; a pipeline's composing model, a group's model, by name); accepted ones become
+        loadable. ``input_data``: the request data to judge them on in place of the bench's own
+        (a workload's classes' files, judged as one)."""
         ...
 
     def fault(self, err: ServerError) -> ServerDiedError | None:

@@ -22,6 +22,7 @@ is measured beside the neighbours it shares the machine with.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,18 @@ class ModelGroupSession(TuningSession):
         *,
         accuracy: AccuracySettings | None = None,
         model: str | None = None,
+        input_data: Sequence[Path] = (),
     ) -> dict[str, PrecisionCheck]:
-        raise InputError("precision variants are not searched for a group of models yet")
+        """Build and accuracy-check precision variants of the group's model ``model``, judged on
+        ``input_data`` (the files of the classes that call it)."""
+        if model not in self.tuned_models:
+            raise InputError(
+                f"precision variants of group {self.name!r}: name one of its tuned models "
+                f"({', '.join(self.tuned_models)})"
+            )
+        return self._checks_on(
+            self.model_source(model), self.step_builder(model), precisions, accuracy, input_data
+        )
 
     def load_endpoints(self, variants: Any) -> LoadReceipt:
         raise InputError(_NO_ENDPOINTS)

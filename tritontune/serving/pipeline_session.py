@@ -20,8 +20,7 @@ class); they are refused with one line.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,12 +39,17 @@ from tritontune.config.pipeline import (
 from tritontune.config.repository import ModelSource, ServedModel
 from tritontune.config.variant import FP16_IO, FP32, Variant
 from tritontune.errors import InputError
-from tritontune.measure.inputs import input_data_from_samples, read_input_data
+from tritontune.measure.inputs import read_input_data
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
 from tritontune.measure.traffic import Traffic
-from tritontune.precision.convert import cache_dir as precision_cache_dir
-from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, config_input_specs
+from tritontune.precision.prepare import (
+    AccuracySettings,
+    PrecisionCheck,
+    cached_input_data,
+    config_input_specs,
+    joined_input_data,
+)
 from tritontune.serving.bench import LoadReceipt
 from tritontune.serving.session import TuningSession, version_targets
 
@@ -140,6 +144,7 @@ class PipelineSession(TuningSession):
         *,
         accuracy: AccuracySettings | None = None,
         model: str | None = None,
+        input_data: Sequence[Path] = (),
     ) -> dict[str, PrecisionCheck]:
         """Build and accuracy-check precision variants of composing model ``model``.
 
@@ -163,19 +168,23 @@ class PipelineSession(TuningSession):
                 "types, which the pipeline's other models and clients fix; use fp16"
             )
         source = self.step_source(model)
-        input_data = self.request_shape.input_data
+        request_data = (
+            joined_input_data(self.name, self.pipeline.config, input_data)
+            if input_data
+            else self.request_shape.input_data
+        )
         captured: dict[Path, str] = {}
-        if input_data is not None and not self.pipeline.bls:
-            captured[self._captured_inputs(model, input_data)] = str(input_data)
+        if request_data is not None and not self.pipeline.bls:
+            captured[self._captured_inputs(model, request_data)] = str(request_data)
             if accuracy is not None and accuracy.calibration_data is not None:
                 calibration = self._captured_inputs(model, accuracy.calibration_data)
                 captured[calibration] = str(accuracy.calibration_data)
                 accuracy = dataclasses.replace(accuracy, calibration_data=calibration)
-            input_data = next(iter(captured))
-        elif input_data is not None:  # a BLS model's calls are in its code: nothing to capture
-            input_data = None
+        # what the model is judged on: its captured inputs; a BLS model's calls are in its
+        # code, so nothing is captured and its inputs are synthesized
+        judged_on = next(iter(captured)) if captured else None
         checks = self._prepare_precisions_of(
-            source, self.step_builder(model), precisions, accuracy, input_data
+            source, self.step_builder(model), precisions, accuracy, judged_on
         )
         before = self._models_before(model)
         return {
@@ -183,7 +192,7 @@ class PipelineSession(TuningSession):
             if precision == FP32  # the model itself: judged on nothing
             else dataclasses.replace(
                 check,
-                input_data=input_data if captured else None,
+                input_data=judged_on,
                 data=_described(check.data, captured, before, bls=self.pipeline.bls),
             )
             for precision, check in checks.items()
@@ -225,15 +234,7 @@ class PipelineSession(TuningSession):
                 tensors.update({step.output_map[name]: value for name, value in outputs.items()})
             reached = {name: tensors[tensor] for name, tensor in steps[-1].input_map.items()}
             inputs.append({n: v[0] if batching else v for n, v in reached.items()})
-        document = json.dumps(input_data_from_samples(inputs), sort_keys=True)
-        digest = hashlib.sha256(document.encode()).hexdigest()[:16]
-        path = precision_cache_dir() / "inputs" / f"{model}-{digest}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            partial_path = path.with_suffix(".partial")
-            partial_path.write_text(document, encoding="utf-8")
-            partial_path.replace(path)
-        return path
+        return cached_input_data(model, inputs)
 
     def load_endpoints(self, variants: Any) -> LoadReceipt:
         raise InputError(_NO_CLASSES)

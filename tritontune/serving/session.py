@@ -11,7 +11,7 @@ restarts, faults, the log) is the :class:`Server`'s.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,12 @@ from tritontune.measure.perf_analyzer import measure_with_perf_analyzer
 from tritontune.measure.request_shape import RequestShape, prepare_requests
 from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.precision.convert import cache_dir as precision_cache_dir
-from tritontune.precision.prepare import AccuracySettings, PrecisionCheck, prepare_precisions
+from tritontune.precision.prepare import (
+    AccuracySettings,
+    PrecisionCheck,
+    joined_input_data,
+    prepare_precisions,
+)
 from tritontune.server.factory import LaunchSettings
 from tritontune.server.launcher import ServerInfo
 from tritontune.serving.bench import LoadReceipt
@@ -78,6 +83,8 @@ class TuningSession:
         self.served: ServedModel | None = None
         self.precisions: dict[str, PrecisionCheck] = {}
         """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
+        self._variant_files: dict[str, Path] = {}
+        """File name -> the precision variant built for this model (what an endpoint links)."""
         self._builder: ConfigBuilder | None = None
         self._loaded: Variant | None = None
         """The shared model's variant while it is loaded."""
@@ -184,21 +191,43 @@ class TuningSession:
         *,
         accuracy: AccuracySettings | None = None,
         model: str | None = None,
+        input_data: Sequence[Path] = (),
     ) -> dict[str, PrecisionCheck]:
         """Build and accuracy-check precision variants; accepted ones become loadable.
 
         Variants are files placed beside the model in the working repository, so they need a
         server tritontune launched (a remote server reads its own repository). ``model`` is
-        this session's model (a pipeline's session takes one of its models).
+        this session's model (a pipeline's session takes one of its models). ``input_data``:
+        what to judge them on instead of the request data (a workload's classes' files); the
+        checks then name it, so an export rebuilds the variants from the same inputs.
         """
         if model not in (None, self.name):
             raise InputError(f"no model {model!r} here: this session tunes {self.name!r}")
-        checks = self._prepare_precisions_of(
-            self.source, self.builder, precisions, accuracy, self.request_shape.input_data
-        )
+        checks = self._checks_on(self.source, self.builder, precisions, accuracy, input_data)
         self.precisions.update(checks)
         self._built = None
         return checks
+
+    def _checks_on(
+        self,
+        source: ModelSource,
+        builder: ConfigBuilder,
+        precisions: list[str],
+        accuracy: AccuracySettings | None,
+        input_data: Sequence[Path],
+    ) -> dict[str, PrecisionCheck]:
+        """``source``'s checks on ``input_data`` (joined into one file), else on the request
+        data."""
+        if not input_data:
+            return self._prepare_precisions_of(
+                source, builder, precisions, accuracy, self.request_shape.input_data
+            )
+        joined = joined_input_data(source.name, source.base_config, input_data)
+        checks = self._prepare_precisions_of(source, builder, precisions, accuracy, joined)
+        return {
+            p: check if p == FP32 else dataclasses.replace(check, input_data=joined)
+            for p, check in checks.items()
+        }
 
     def _prepare_precisions_of(
         self,
@@ -231,6 +260,8 @@ class TuningSession:
             if check.accepted and precision != FP32 and check.path is not None:
                 filename = variant_filename(source.model_file.name, precision)
                 self.server.repository.add_file(source, filename, check.path)
+                if source is self.source:
+                    self._variant_files[filename] = check.path
         builder.allow_precisions(
             {p: None if check.accepted else check.reason for p, check in checks.items()}
         )
@@ -271,7 +302,7 @@ class TuningSession:
         for role, variant in variants.items():
             source = dataclasses.replace(self.source, name=f"{self.name}_{role}")
             served[role] = (source, self.build(variant))
-        receipt = self._serve_endpoints(served)
+        receipt = self._serve_endpoints(served, self._variant_files)
         self._again = partial(self.load_endpoints, dict(variants))
         return receipt
 
@@ -288,7 +319,13 @@ class TuningSession:
         self._again = partial(self.load_routes, dict(routes))
         return receipt
 
-    def _serve_endpoints(self, endpoints: Mapping[str, tuple[ModelSource, ModelConfig]]) -> LoadReceipt:
+    def _serve_endpoints(
+        self,
+        endpoints: Mapping[str, tuple[ModelSource, ModelConfig]],
+        variant_files: Mapping[str, Path] | None = None,
+    ) -> LoadReceipt:
+        """Serve each endpoint's model with its config; ``variant_files`` (file name -> the
+        precision variant built for the model) are linked beside each endpoint's copy."""
         if not self.owns_server:
             raise InputError("separate endpoints need a server tritontune launched (model files)")
         self._unload_endpoints()
@@ -299,6 +336,8 @@ class TuningSession:
         for role, (source, config) in endpoints.items():
             if source.name not in configs:
                 served = self.server.add_model(source)
+                for filename, path in (variant_files or {}).items():
+                    self.server.repository.add_file(source, filename, path)
                 switch_s += self.server.load_model(source.name, served.served_config(config))
                 configs[source.name] = config
             self._endpoints[role] = (source.name, config)
@@ -379,12 +418,7 @@ class TuningSession:
         :meth:`load_endpoints`, each class against the endpoint named after it. With
         ``--load-processes auto`` a client-bound level is measured again with more load
         processes, as in :meth:`measure`."""
-        if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
-            raise InputError(
-                "--load-engine perf_analyzer measures one class of traffic at a time; a "
-                "workload's classes (each its own stream, priority and objective) need the "
-                "asyncio engine"
-            )
+        self.load_settings.refuse_traffic()
         if self._loaded is None and not self._endpoints:
             raise ServerError("no config is loaded; call load() first")
         if set(self._class_requests) != {c.name for c in traffic.classes}:

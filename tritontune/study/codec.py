@@ -147,15 +147,17 @@ def workload_record(study: optuna.Study) -> WorkloadStudyRecord:
     if not isinstance(identity, WorkloadIdentity):
         raise InputError(f"study {study.study_name!r} is not a workload study (search --workload)")
     final = attrs.get(StudyKey.WORKLOAD_FINAL)
+    precisions = precisions_of(attrs)
     return WorkloadStudyRecord(
         name=study.study_name,
         model=identity.model,
         traffic=Traffic.from_dict(identity.traffic, where=f"study {study.study_name!r}"),
         context=StudyContext.from_attrs(attrs),
-        trials=tuple(trial_result(t, {}) for t in study.get_trials(deepcopy=False)),
+        trials=tuple(trial_result(t, precisions) for t in study.get_trials(deepcopy=False)),
         final=WorkloadFinal.from_dict(final) if final else None,
         created=str(attrs.get(StudyKey.CREATED, "")),
         tritontune_version=str(attrs.get(StudyKey.VERSION, "")),
         space=attrs.get(StudyKey.SPACE),
         budget_trials=attrs.get(StudyKey.BUDGET),
+        precisions=precisions,
     )

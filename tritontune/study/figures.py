@@ -562,6 +562,9 @@ class Finalist:
     """Why it left the final rounds (it brought the server down twice, or was refused)."""
     served: tuple[float, ...] = ()
     """Inferences served per second at each round's capacity, every class together."""
+    class_rounds: tuple[dict[str, dict[str, float | None]], ...] = ()
+    """Each round's figures per class at its capacity: ``served_infer_per_s``, ``p50_ms``,
+    ``p99_ms`` (what the objectives were held to)."""
 
     @property
     def median(self) -> float:
@@ -591,6 +594,7 @@ class Finalist:
             "routes": self.routes,
             "models": self.models,
             "error": self.error,
+            "classes_by_round": [dict(r) for r in self.class_rounds],
         }
 
     @classmethod
@@ -604,6 +608,7 @@ class Finalist:
             routes=dict(data.get("routes") or {}),
             error=data.get("error"),
             served=tuple(float(r) for r in data.get("served_infer_per_s") or ()),
+            class_rounds=tuple(dict(r) for r in data.get("classes_by_round") or ()),
         )
 
 

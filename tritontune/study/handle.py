@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -330,6 +330,18 @@ class TuningStudy:
     def claim(self, job: str, worker: WorkerId) -> bool:
         """Claim ``job`` of this study for ``worker``; True for the one worker that gets it."""
         return coordination.claim(self.storage, self.name, job, worker)
+
+    def claim_final_rounds(
+        self, job: str, trials: Iterable[int], decided: Iterable[int] | None, worker: WorkerId
+    ) -> bool:
+        """Whether ``worker`` runs the final rounds ``job`` (the playoff, a workload's rounds)
+        over ``trials``: not when the rounds the study keeps were over the same trials
+        (``decided``; their verdict stands: a resumed search or a second worker reuses them),
+        nor when another worker claimed these."""
+        numbers = sorted(set(trials))
+        if decided is not None and sorted(set(decided)) == numbers:
+            return False
+        return self.claim(f"{job}-" + "-".join(map(str, numbers)), worker)
 
 
 def dashboard_values(point: Mapping[str, Any], units: Mapping[str, str]) -> dict[str, Any]:

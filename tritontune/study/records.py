@@ -443,8 +443,14 @@ class WorkloadStudyRecord:
     tritontune_version: str = ""
     space: dict[str, Any] | None = None
     budget_trials: int | None = None
+    precisions: dict[str, RecordedPrecision] = field(default_factory=dict)
+    """The precision variants checked before the search (a group's keyed ``MODEL/PRECISION``)."""
 
     kind = StudyKind.WORKLOAD
+
+    def precision_check(self, precision: str, model: str | None = None) -> RecordedPrecision | None:
+        """How the search checked ``precision`` (of the group's model ``model``)."""
+        return self.precisions.get(precision_key(precision, model))
 
     @property
     def results(self) -> list[TrialResult]:
