@@ -24,7 +24,7 @@ from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, IntRange, SearchSpace
-from tritontune.serving.session import open_session
+from tritontune.serving.opening import open_session
 from tritontune.study.handle import TuningStudy
 
 pytestmark = pytest.mark.integration
