@@ -38,6 +38,7 @@ from tritontune.predict.config import batcher_config_of
 from tritontune.search.ranking import BANDS, Corrections, RankedSpace, all_points
 from tritontune.search.space import DIMENSIONS, SearchSpace, parse_knob
 from tritontune.study.handle import TuningStudy
+from tritontune.study.verdict import best_point
 
 #: Requests simulated per answer (closed loop: at least this many per client too).
 ANSWER_REQUESTS = 4000
@@ -99,7 +100,7 @@ def study_model(study: TuningStudy) -> StudyModel:
         )
     if record.space is None or record.baseline_config_pbtxt is None:
         raise InputError(f"study {record.name!r} keeps no space or base config to predict from")
-    winner = record.best_point()
+    winner = best_point(record)
     best = winner.result if winner is not None else record.best
     space = SearchSpace.from_dict(record.space)
     start = dict(best.params) if best is not None else next(iter(all_points(space)))
