@@ -47,8 +47,8 @@ from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace
+from tritontune.serving.opening import open_session
 from tritontune.serving.pipeline_session import PipelineSession
-from tritontune.serving.session import open_session
 from tritontune.study.figures import OperatingPoint
 from tritontune.units import parse_duration
 

@@ -42,10 +42,10 @@ from tritontune.config.repository import load_model_source
 from tritontune.hostinfo import describe_host
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
+from tritontune.predict.ranking import Corrections
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.predicted import Strategy
-from tritontune.search.ranking import Corrections
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.whatif import study_model, what_if
 from tritontune.serving.session import TuningSession

@@ -302,7 +302,7 @@ def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
     from tritontune.search.setup import space_for
-    from tritontune.serving.session import open_session
+    from tritontune.serving.opening import open_session
 
     repository = write_pipeline(tmp_path_factory.mktemp("pipeline") / "model_repository")
     fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
@@ -331,7 +331,7 @@ def bls_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
     from tritontune.search.setup import space_for
-    from tritontune.serving.session import open_session
+    from tritontune.serving.opening import open_session
 
     repository = write_bls(tmp_path_factory.mktemp("bls") / "model_repository")
     fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)

@@ -1,9 +1,11 @@
-"""The structure docs/architecture.md describes, checked: layers call downward only, one package
-owns the study's format, and the launch options are defined once."""
+"""The structure docs/architecture.md describes, checked: layers call downward only, no package
+has an import cycle, one package owns the study's format, and the launch options are defined
+once."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -69,20 +71,155 @@ def test_layers_call_downward_only():
     assert upward == []
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_of(path: Path) -> str:
+    return _module_name(path if path.name == "__init__.py" else path.parent / "__init__.py")
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import that runs: at module level and inside functions, but not under
+    ``if TYPE_CHECKING:`` (those name types only, and never run)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child):
+                assert isinstance(child, ast.If)
+                pending.extend(child.orelse)
+            else:
+                pending.append(child)
+    return found
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of tritontune and the modules of its own package it imports at run time."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level or not (node.module or "").startswith("tritontune"):
+                    continue
+                base = node.module or ""
+                named = (f"{base}.{a.name}" for a in node.names)  # a module, or a name in base
+                targets = [module if module in paths else base for module in named]
+            else:
+                targets = [a.name for a in node.names if a.name.startswith("tritontune")]
+            for target in targets:
+                while target not in paths:  # ``import tritontune.a.b.c``'s nearest module
+                    target = target.rpartition(".")[0]
+                if target != name and _package_of(paths[target]) == _package_of(path):
+                    graph[name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's), each as one cycle
+    through them: ``[a, b, ..., a]``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_through(graph, component) for component in components]
+
+
+def _cycle_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest cycle from the component's first module back to it (a breadth-first walk)."""
+    start = min(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(graph[node] & component):
+                if target == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if target not in came_from:
+                    came_from[target] = node
+                    following.append(target)
+        frontier = following
+    raise AssertionError(f"no cycle through {sorted(component)}")
+
+
+def test_the_cycle_finder_reports_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert _cycles(graph) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_package_has_an_import_cycle():
+    """No module imports, directly or through others of its package, a module that imports it
+    back: a package's modules form layers of their own. Imports inside functions count (they
+    run); imports under ``if TYPE_CHECKING:`` do not (they name types for the checker and never
+    run), so a module may name a type of a module that imports it that way."""
+    assert [" -> ".join(cycle) for cycle in _cycles(_module_graph())] == []
+
+
+#: Optuna's names for the attributes a study keeps (and its private parts): only
+#: :mod:`tritontune.study` reads or writes a study through them.
+OPTUNA_ATTRIBUTES = re.compile(
+    r"\b(set_)?(system|user)_attrs?\b|\b(get|set)_(study|trial)_(system|user)_attrs?\b"
+)
+OPTUNA_PRIVATE = re.compile(r"\._(storage|trial_id|cached_frozen_trial)\b")
+
+
 def test_only_the_study_package_names_study_attributes():
-    """The study is the database: one package owns its format (and Optuna's private parts are
+    """The study is the database: one package owns its format (Optuna's ``user_attrs``,
+    ``system_attrs`` and their setters are named nowhere else, and Optuna's private parts are
     used nowhere)."""
     readers = [
-        str(module.relative_to(PACKAGE.parent))
+        f"{module.relative_to(PACKAGE.parent)}: {found.group()}"
         for module in PACKAGE.rglob("*.py")
         if not module.is_relative_to(PACKAGE / "study")
-        and any(word in module.read_text() for word in ("user_attrs", "set_user_attr"))
+        for found in OPTUNA_ATTRIBUTES.finditer(module.read_text())
     ]
     assert readers == []
     private = [
-        str(module.relative_to(PACKAGE.parent))
+        f"{module.relative_to(PACKAGE.parent)}: {found.group()}"
         for module in PACKAGE.rglob("*.py")
-        if any(word in module.read_text() for word in ("._storage", "._trial_id"))
+        for found in OPTUNA_PRIVATE.finditer(module.read_text())
     ]
     assert private == []
 

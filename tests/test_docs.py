@@ -36,7 +36,7 @@ DOCS = ROOT / "docs"
 #: Results keys whose own keys are data (knob names, dimensions, models, classes), not schema.
 DATA_MAPS = {
     "params", "config", "knobs", "space", "point", "models", "routes",
-    "served_infer_per_s_by_class", "by_model",
+    "served_infer_per_s_by_class", "by_model", "by_class", "classes_by_round",
 }  # fmt: skip
 
 

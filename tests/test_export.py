@@ -16,6 +16,7 @@ from tritontune.export.single_class import Endpoint, parse_endpoint
 from tritontune.export.studies import export_studies
 from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.playoff import MAX_EXTRA_ROUNDS
+from tritontune.study.verdict import best_point, ranked
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -31,7 +32,7 @@ def test_export_writes_the_best_config_its_model_and_its_record(
 
     study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
     record = read_study(study)
-    winner = record.best_point()
+    winner = best_point(record)
     assert winner is not None and winner.figures == "playoff" and winner.point.feasible
     best, confirmed = winner.result, winner.point
 
@@ -67,7 +68,7 @@ def test_top_k_exports_runners_up_under_their_own_names(small_studies: SmallStud
     out = tmp_path / "tuned"
     result = export_studies([Endpoint(small_studies.tight)], small_studies.storage, out, top_k=2)
     study = optuna.load_study(study_name=small_studies.tight, storage=small_studies.storage)
-    verdict = read_study(study).verdict()  # what held in the playoff, the winner first
+    verdict = ranked(read_study(study))  # what held in the playoff, the winner first
     assert [m.name for m in result.models] == ["mlp", "mlp_rank2"][: len(verdict)]
     first = read_record(out / "mlp" / RECORD_FILE)
     assert first.operating_point.confirmed and first.tuned_from["trial"] == verdict[0].result.number

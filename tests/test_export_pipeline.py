@@ -17,6 +17,7 @@ from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint, export_records
 from tritontune.hostinfo import HostInfo
 from tritontune.record import PIPELINE_RECORD_VERSION, RECORD_FILE, read_record
+from tritontune.study.verdict import best_point
 
 STEPS = ("scale", "shift")
 
@@ -41,7 +42,7 @@ def test_the_ensemble_and_every_composing_model_are_exported_under_one_record(
     ).read_bytes()
     assert (ensemble / "1").is_dir() and not any((ensemble / "1").iterdir())
 
-    winner = read_study(make_pipeline_study(pipeline_repository, [3000, 6000])).best_point()
+    winner = best_point(read_study(make_pipeline_study(pipeline_repository, [3000, 6000])))
     assert winner is not None and winner.result.number == 1
     tuned = configs_from_text(winner.result.config_pbtxt, source="the winner")
     for model in STEPS:

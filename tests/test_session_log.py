@@ -4,8 +4,8 @@
 from pathlib import Path
 
 from tritontune.server.factory import LaunchSettings
+from tritontune.serving.opening import open_session
 from tritontune.serving.server import failure_log_path
-from tritontune.serving.session import open_session
 
 
 def test_the_log_is_kept_when_something_failed(example_repository: Path, tmp_path: Path):

@@ -15,6 +15,7 @@ from tritontune.config.model_config import read_config
 from tritontune.config.pipeline import configs_from_text
 from tritontune.record import RECORD_FILE, read_record
 from tritontune.study.handle import TuningStudy
+from tritontune.study.verdict import best_point
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -32,7 +33,7 @@ def test_an_exported_pipeline_is_checked_end_to_end(
     assert "pipeline: scale, shift" in exported.output and "composing models" in exported.output
     assert sorted(p.name for p in out.iterdir()) == sorted((PIPELINE, *STEPS))
 
-    winner = TuningStudy.open_existing(pipeline_study.storage, pipeline_study.name).read().best_point()
+    winner = best_point(TuningStudy.open_existing(pipeline_study.storage, pipeline_study.name).read())
     assert winner is not None
     tuned = configs_from_text(winner.result.config_pbtxt, source="the winner")
     assert {m: read_config(out / m / "config.pbtxt") for m in STEPS} == tuned
@@ -84,7 +85,7 @@ def test_an_exported_bls_model_is_checked_with_the_models_it_calls(
     )
     assert exported.exit_code == 0, exported.output
     assert sorted(p.name for p in out.iterdir()) == sorted((BLS, *STEPS))
-    best = TuningStudy.open_existing(bls_study.storage, bls_study.name).read().best_point()
+    best = best_point(TuningStudy.open_existing(bls_study.storage, bls_study.name).read())
     assert best is not None
     tuned = configs_from_text(best.result.config_pbtxt, source="the winner")
     # The BLS model's own config is tuned too, and written as the search measured it.

@@ -141,7 +141,7 @@ def test_the_encoders_int8_variant_is_judged_on_the_tokenizers_real_tokens(
     from tritontune.measure.measurement import MeasureSettings
     from tritontune.measure.request_shape import RequestShape
     from tritontune.precision.prepare import config_input_specs
-    from tritontune.serving.session import open_session
+    from tritontune.serving.opening import open_session
 
     minilm = load_minilm_example()
     entries = json.loads(real_pipeline.inputs.read_text())["data"][::8]  # 32 sentences

@@ -23,8 +23,10 @@ from tritontune.measure.load_processes import (
     Batch,
     LoadProcessError,
     Merger,
+    ProcessLoadGenerator,
     WorkerPool,
     auto_processes_limit,
+    load_generator,
     parse_requests,
     plan_workers,
     serialize_requests,
@@ -201,6 +203,17 @@ def test_in_process_settle_returns_at_once_and_names_this_thread():
     assert len(generator.load_threads()) == 1
 
 
+def test_the_caller_picks_the_generator_by_the_count_of_processes():
+    one = load_generator("localhost:1", [object()], seed=1)
+    assert type(one) is LoadGenerator and one.processes == 1
+    three = load_generator("localhost:1", [object()], processes=3, request_timeout=2.0)
+    assert isinstance(three, ProcessLoadGenerator) and three.processes == 3
+    assert three.request_timeout == 2.0
+    assert three.load_threads() == one.load_threads()  # no workers before a run: this thread
+    with pytest.raises(ValueError, match="at least 1"):
+        load_generator("localhost:1", [object()], processes=0)
+
+
 def test_auto_limit_leaves_a_core_to_a_local_server(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert auto_processes_limit(server_is_local=True) == 7
@@ -233,7 +246,7 @@ def test_workers_report_against_a_dead_port_and_are_gone_after(concurrency: int)
     from tritonclient.grpc import service_pb2
 
     requests = [service_pb2.ModelInferRequest(model_name="m")]
-    generator = LoadGenerator("127.0.0.1:9", requests, request_timeout=1.0, processes=2)
+    generator = ProcessLoadGenerator("127.0.0.1:9", requests, request_timeout=1.0, processes=2)
     threads: list = []
 
     async def controller(log: RequestLog, _transport: object) -> None:
@@ -250,7 +263,7 @@ def test_workers_report_against_a_dead_port_and_are_gone_after(concurrency: int)
 
 
 def test_a_worker_that_fails_raises_its_message_and_a_failing_controller_stops_them():
-    generator = LoadGenerator("127.0.0.1:9", [Poison()], processes=2)
+    generator = ProcessLoadGenerator("127.0.0.1:9", [Poison()], processes=2)
 
     async def controller(log: RequestLog, _transport: object) -> None:
         await asyncio.sleep(5)
@@ -261,7 +274,7 @@ def test_a_worker_that_fails_raises_its_message_and_a_failing_controller_stops_t
 
     from tritonclient.grpc import service_pb2
 
-    generator = LoadGenerator("127.0.0.1:9", [service_pb2.ModelInferRequest()], processes=2)
+    generator = ProcessLoadGenerator("127.0.0.1:9", [service_pb2.ModelInferRequest()], processes=2)
 
     async def failing(log: RequestLog, _transport: object) -> None:
         await asyncio.sleep(0.1)
@@ -275,7 +288,8 @@ def test_a_worker_that_fails_raises_its_message_and_a_failing_controller_stops_t
 ORPHAN_PARENT = """
 import asyncio, sys
 from tritonclient.grpc import service_pb2
-from tritontune.measure.loadgen import LoadGenerator, LoadSpec
+from tritontune.measure.load_processes import ProcessLoadGenerator
+from tritontune.measure.loadgen import LoadSpec
 
 async def controller(log, transport):
     await asyncio.sleep(0.2)
@@ -283,7 +297,7 @@ async def controller(log, transport):
     await asyncio.sleep(60)
 
 if __name__ == "__main__":
-    generator = LoadGenerator("127.0.0.1:9", [service_pb2.ModelInferRequest()], processes=2)
+    generator = ProcessLoadGenerator("127.0.0.1:9", [service_pb2.ModelInferRequest()], processes=2)
     asyncio.run(generator.run(LoadSpec.rate(20), controller, max_requests=1000))
 """
 

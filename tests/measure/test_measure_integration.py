@@ -23,7 +23,8 @@ from tritontune.measure.measurement import Measurement, MeasureSettings, measure
 from tritontune.measure.perf_analyzer import measure_with_perf_analyzer
 from tritontune.measure.stats import spread
 from tritontune.measure.traffic import parse_traffic
-from tritontune.serving.session import TuningSession, open_session
+from tritontune.serving.opening import open_session
+from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ from tritontune.cli import app
 from tritontune.report.data import collect
 from tritontune.report.html import write_report
 from tritontune.study.handle import TuningStudy
+from tritontune.study.verdict import best_point
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -65,7 +66,7 @@ def test_report_numbers_are_the_studys(report: Path, small_studies: SmallStudies
     for row, result in zip(data["top"], results, strict=True):
         assert row["throughput"] == result.throughput
         assert row["p99_ms"] == pytest.approx(result.operating_point.p99_s * 1e3, abs=1e-4)
-    winner = record.best_point()
+    winner = best_point(record)
     assert winner is not None and winner.playoff is not None and winner.playoff.gain is not None
     assert data["best_trial"] == winner.result.number and data["figures"] == "playoff"
     assert data["capacity"]["max_throughput"] == pytest.approx(winner.point.throughput, rel=1e-6)

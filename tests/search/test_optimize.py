@@ -30,6 +30,7 @@ from tritontune.search.space import Choice, SearchSpace
 from tritontune.study.coordination import claim
 from tritontune.study.handle import TuningStudy
 from tritontune.study.storage import study_names
+from tritontune.study.verdict import best_point
 
 SPACE = SearchSpace(
     {
@@ -74,7 +75,7 @@ def test_search_records_typed_results_and_picks_the_highest_throughput(source):
         r.number for r in record.results[:3]
     )
     assert playoff.baseline is not None and len(playoff.baseline.rounds) >= 3
-    winner = record.best_point()
+    winner = best_point(record)
     assert winner is not None and winner.figures == "playoff" and winner.result.number == playoff.winner
     assert winner.point.throughput == winner.playoff.throughput.median
     assert result.improvement(record.best) == pytest.approx(

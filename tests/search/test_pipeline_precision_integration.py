@@ -24,8 +24,9 @@ from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, IntRange, SearchSpace
-from tritontune.serving.session import open_session
+from tritontune.serving.opening import open_session
 from tritontune.study.handle import TuningStudy
+from tritontune.study.verdict import best_point
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -100,7 +101,7 @@ def test_a_pipeline_search_serves_the_variant_and_export_ships_it(
     shape = RequestShape(input_data=inputs)
     with open_session(repository, SCORED, request_shape=shape, settings=FAST) as session:
         result = run_search(session, space, settings)
-    best = result.study.best_point()
+    best = best_point(result.study)
     assert best is not None
     assert best.result.knobs["pipeline"]["mlp"]["precision"] == "int8_dynamic"
     study = TuningStudy.open_existing(storage, "scored").read()

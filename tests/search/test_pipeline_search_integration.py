@@ -13,8 +13,8 @@ from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
+from tritontune.serving.opening import open_session
 from tritontune.serving.pipeline_session import PipelineSession
-from tritontune.serving.session import open_session
 from tritontune.study.figures import bottleneck
 
 pytestmark = pytest.mark.integration

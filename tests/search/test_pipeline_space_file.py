@@ -33,8 +33,8 @@ from tritontune.search.space import Choice, IntRange, SearchSpace, SpaceSource
 from tritontune.search.workload_search import WorkloadSearchSettings, run_workload_search
 from tritontune.server.launcher import ServerInfo
 from tritontune.serving.group_session import ModelGroupSession, open_group_session
+from tritontune.serving.opening import open_session
 from tritontune.serving.pipeline_session import PipelineSession
-from tritontune.serving.session import open_session
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import StudyIdentity
 

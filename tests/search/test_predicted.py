@@ -15,26 +15,18 @@ import optuna
 import pytest
 
 from tests.fakes import SimulatedSession
-from tritontune.config.model_config import parse_config_text
 from tritontune.config.repository import ModelSource, load_model_source
-from tritontune.config.variant import apply_variant
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.batcher import ClosedLoop, ServiceCurve, operating_point, simulate
 from tritontune.predict.calibration import BatchPoint, Calibration, Derivation, SettingCalibration
 from tritontune.predict.config import batcher_config_of
+from tritontune.predict.ranking import Corrections, Predicted, RankedSpace, Ranking
+from tritontune.search.grid import all_points
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.predicted import Strategy, choose_next, missed_setting
-from tritontune.search.ranking import (
-    Corrections,
-    Predicted,
-    RankedSpace,
-    Ranking,
-    all_points,
-    dimension_values,
-)
-from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_model, what_if
 from tritontune.study.figures import OperatingPoint
 from tritontune.study.handle import TuningStudy
@@ -85,16 +77,6 @@ def truth(session: SimulatedSession) -> dict[str, float]:
     return figures
 
 
-def test_the_space_is_enumerated_as_the_sampler_proposes_it():
-    points = list(all_points(SPACE))
-    # batching off: 4 sizes x 2 instances; on: 3 sizes x 2 delays x 2 instances (with batches
-    # of one, batching on is batching off: predicted once)
-    assert len(points) == 8 + 12
-    assert all(not p["dynamic_batching"] for p in points if p["max_batch_size"] == 1)
-    assert all("max_queue_delay" not in p for p in points if not p["dynamic_batching"])
-    assert dimension_values("max_queue_delay", IntRange(20, 25_000, log=True))[::7] == (20, 25_000)
-
-
 def test_predict_finds_the_best_config_with_few_measurements(source):
     session = SimulatedSession(source, CURVES)
     storage = optuna.storages.InMemoryStorage()
@@ -121,40 +103,6 @@ def test_predict_finds_the_best_config_with_few_measurements(source):
     again = run_search(session, SPACE, SearchSettings(**{**settings.__dict__, "trials": 6}))
     assert sum(1 for v in session.variants if v.max_queue_delay_us == 0) == calibrations
     assert len(again.study.results) == 6
-
-
-def test_measurements_correct_the_ranking():
-    calibration = Calibration({"instance_count": 1})
-    calibration.add(
-        SettingCalibration(
-            {"instance_count": 1},
-            tuple(BatchPoint(b, m, 10) for b, m in ONE.items()),
-            cv=0.1,
-            overhead_s=0.0,
-        )
-    )
-    base = parse_config_text('name: "m" max_batch_size: 64 input [] output []')
-    space = SearchSpace(
-        {
-            "max_batch_size": Choice((4, 64)),
-            "dynamic_batching": Choice((True,)),
-            "max_queue_delay": Choice((100,)),
-            "instance_count": Choice((1,)),
-        }
-    )
-    ranking = RankedSpace(
-        space,
-        calibration,
-        lambda point: apply_variant(base, space.to_variant(point)),
-        slo_p99_s=SLO,
-        load_mode=LoadMode.CONCURRENCY,
-    ).rank()
-    assert [p.point["max_batch_size"] for p in ranking.predicted] == [64, 4]
-    corrections = Corrections({ranking.predicted[0].setting: [0.5, 0.6]})
-    assert corrections.factor(ranking.predicted[0].setting) == pytest.approx(0.55)
-    assert corrections.factor("another setting") == pytest.approx(0.55)  # the median of all
-    assert Corrections({"s": [0.9, 1.1]}).factor("s") == 1.0  # within the noise: no correction
-    assert Corrections().band("any") == 0.25
 
 
 def test_what_if_answers_come_from_the_study_alone(source, tmp_path: Path):
@@ -394,7 +342,7 @@ def test_the_ranking_is_redone_with_the_corrections_and_keeps_its_simulations(so
             )
         )
     ranked = RankedSpace(
-        CORES_SPACE,
+        all_points(CORES_SPACE),
         calibration,
         lambda point: session.build(CORES_SPACE.to_variant(point)),
         slo_p99_s=SLO,

@@ -22,6 +22,7 @@ from tritontune.study.records import (
     WorkloadIdentity,
 )
 from tritontune.study.storage import open_storage
+from tritontune.study.verdict import best_point, gain_over_baseline
 
 IDENTITY = StudyIdentity(model="mlp", slo_p99_s=0.05, load_mode=LoadMode.CONCURRENCY)
 
@@ -99,14 +100,14 @@ def test_interrupted_and_lost_trials_do_not_count(tmp_path: Path):
 def test_best_point_states_the_confirmed_figure_only_when_it_held(example_repository: Path):
     held = point(5200, 0.04, load=64)
     record = read_study(make_study(example_repository, [3000, 6000, 4000], confirmed=held))
-    best = record.best_point()
+    best = best_point(record)
     assert best is not None and best.result.throughput == 6000
     assert best.confirmed and best.point == OperatingPoint.from_dict(held.to_dict())  # as stored
-    assert record.gain(best.point.throughput) == pytest.approx(5200 / 1000 - 1)
+    assert gain_over_baseline(record.baseline, best.point.throughput) == pytest.approx(5200 / 1000 - 1)
 
     missed = point(5000, 0.07, load=64, feasible=False)
     record = read_study(make_study(example_repository, [3000, 6000], confirmed=missed))
-    best = record.best_point()
+    best = best_point(record)
     assert not best.confirmed and best.point == best.result.operating_point  # the screening one
 
 
@@ -114,7 +115,7 @@ def test_no_gain_without_a_feasible_baseline(example_repository: Path):
     record = read_study(
         make_study(example_repository, [3000], baseline=point(900, 0.09, feasible=False))
     )
-    assert record.gain(3000) is None
+    assert gain_over_baseline(record.baseline, 3000) is None
 
 
 def test_a_study_written_by_an_older_version_reads_with_defaults():

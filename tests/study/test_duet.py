@@ -80,8 +80,9 @@ def test_decide_on_nothing():
 
 def test_the_workload_verdict_is_the_same_rule_and_never_trades_work_for_anything():
     from tritontune.measure.traffic import Layout
+    from tritontune.study.codec import workload_final_of
     from tritontune.study.figures import Finalist
-    from tritontune.study.records import WorkloadFinal
+    from tritontune.study.verdict import workload_final
 
     def finalist(trial: int | None, served: tuple[float, ...]) -> Finalist:
         return Finalist(trial, {}, tuple(s / 2 for s in served), Layout.SHARED, served=served)
@@ -89,9 +90,11 @@ def test_the_workload_verdict_is_the_same_rule_and_never_trades_work_for_anythin
     clear = finalist(1, (104.0, 97.0, 112.0))
     swinging = finalist(2, (110.0, 90.0, 100.0))
     base = finalist(None, (50.0, 50.0, 50.0))
-    final = WorkloadFinal.decided((swinging, clear, base))
+    final = workload_final((swinging, clear, base))
     assert final.winner == clear
     assert final.duets["trial 2"].order == Order.UNCERTAIN and final.uncertain == ["trial 2"]
     assert final.duets["baseline"].order == Order.BEHIND
     written = final.to_dict()["finalists"]
     assert written[2]["versus_winner"]["order"] == "behind" and "versus_winner" not in written[1]
+    assert final.best_of(Layout.SHARED) == clear and final.best_of(Layout.ENDPOINTS) is None
+    assert workload_final_of(final.to_dict()) == final  # read back: the same decision

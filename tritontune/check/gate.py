@@ -66,7 +66,8 @@ from tritontune.server.factory import LaunchSettings
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
 from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
-from tritontune.serving.session import TuningSession, open_session
+from tritontune.serving.opening import open_session
+from tritontune.serving.session import TuningSession
 from tritontune.study.figures import StepFigure, median_steps
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.

@@ -56,8 +56,9 @@ from tritontune.profile import (
 from tritontune.report.inference_csv import profile_rows, write_inference_csv
 from tritontune.report.workload import summary_lines, write_workload_report
 from tritontune.server.factory import LaunchSettings
+from tritontune.serving.opening import open_session
 from tritontune.serving.server import failure_log_path
-from tritontune.serving.session import TuningSession, open_session
+from tritontune.serving.session import TuningSession
 from tritontune.units import (
     parse_duration,
     parse_int_list,

@@ -74,14 +74,15 @@ from tritontune.search.traffic_capacity import DEFAULT_START_RATE
 from tritontune.search.workload_search import WorkloadSearchSettings
 from tritontune.server.factory import LaunchSettings
 from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
+from tritontune.serving.opening import open_session
 from tritontune.serving.server import failure_log_path
-from tritontune.serving.session import TuningSession, open_session
+from tritontune.serving.session import TuningSession
 from tritontune.study.duet import TIE_MARGIN
 from tritontune.study.figures import OperatingPoint, pipeline_bottleneck
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 from tritontune.study.storage import DEFAULT_STORAGE
-from tritontune.study.verdict import behind_baseline
+from tritontune.study.verdict import behind_baseline, gain_of
 from tritontune.units import (
     format_duration,
     parse_duration,
@@ -563,7 +564,7 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
     winner = outcome.winner
     unit = _load_unit(outcome.load_mode)
     if winner is not None:
-        gain_interval = outcome.study.gain_of(winner)
+        gain_interval = gain_of(outcome.study, winner)
         versus = ""
         if gain_interval is not None:
             versus = f", {interval_text(gain_interval, percent=True)} over the baseline"

@@ -54,7 +54,7 @@ from tritontune.record import (
 from tritontune.study.figures import OperatingPoint, PlayoffEntry
 from tritontune.study.records import StudyRecord, TrialResult
 from tritontune.study.storage import storage_label
-from tritontune.study.verdict import behind_baseline
+from tritontune.study.verdict import behind_baseline, ranked
 from tritontune.units import format_duration
 
 
@@ -149,7 +149,7 @@ def _picks(
     model_repository: Path | None,
     warnings: list[str],
 ) -> list[_Pick]:
-    verdict = study.verdict()
+    verdict = ranked(study)
     if not verdict:
         if study.playoff is not None and study.feasible:
             raise InputError(

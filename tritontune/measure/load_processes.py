@@ -1,5 +1,10 @@
 """Load from several worker processes (``--load-processes``), merged exactly in the parent.
 
+:class:`ProcessLoadGenerator` is a :class:`~tritontune.measure.loadgen.LoadGenerator` whose load
+comes from worker processes, each driving a generator of its own; a caller picks it (or the
+one-process generator) by the count: :func:`load_generator`. This module builds on
+:mod:`~tritontune.measure.loadgen`, which never imports it.
+
 One Python process sends at most so many requests a second (its event loop is one thread); past
 that a level measures the client. So the load can be split over P worker processes, each with its
 own event loop and connection, while the parent only merges what they report and runs the
@@ -473,82 +478,143 @@ def _reader(conn: Any, worker: int, loop: asyncio.AbstractEventLoop, pool: Worke
         loop.call_soon_threadsafe(pool.on_message, ("eof", worker))
 
 
-async def run_in_processes(
-    generator: LoadGenerator,
-    streams: list[Stream],
-    controller: Callable[[list[Stream], LoadTransport], Awaitable],
-    *,
-    max_requests: int,
-) -> None:
-    """:meth:`LoadGenerator.run_streams` over ``generator.processes`` worker processes."""
-    processes = generator.processes
-    seeds = [generator._rng.random() for _ in streams]
-    context = multiprocessing.get_context("spawn")
-    loop = asyncio.get_running_loop()
-    merger = Merger([s.log for s in streams], processes, generator.turnaround)
-    pool = WorkerPool(merger, processes)
-    workers: list[Any] = []
-    conns: list[Any] = []
-    readers: list[threading.Thread] = []
-    transport = open_transport(
-        generator.endpoint, request_timeout=generator.request_timeout, connections=2
-    )
-    try:
-        # The start time is known once they are ready: plans carry a placeholder, "go" the time.
-        plans = plan_workers(
-            streams,
-            processes,
-            generator.endpoint,
-            seeds=seeds,
-            start=0.0,
-            request_timeout=generator.request_timeout,
-            max_in_flight=generator.max_in_flight,
-            max_requests=max_requests,
+class ProcessLoadGenerator(LoadGenerator):
+    """A :class:`LoadGenerator` whose load comes from ``processes`` worker processes (see the
+    module's docstring), their records merged into the streams' logs as one process's would be."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint | str,
+        requests: list[Any],
+        *,
+        processes: int,
+        request_timeout: float = 30.0,
+        max_in_flight: int = 2048,
+        seed: int | None = None,
+    ) -> None:
+        if processes < 1:
+            raise ValueError("processes must be at least 1")
+        super().__init__(
+            endpoint, requests, request_timeout=request_timeout, max_in_flight=max_in_flight, seed=seed
         )
-        for plan in plans:
-            parent_end, child_end = context.Pipe()
-            process = context.Process(
-                target=worker_main,
-                args=(plan, child_end),
-                name=f"tritontune-load-{plan.index}",
-                daemon=True,
+        self.processes = processes
+        self._pool: WorkerPool | None = None
+        """The worker processes while a run is on."""
+
+    async def settle(self, until: float) -> None:
+        """As :meth:`LoadGenerator.settle`: while the workers run, the parent waits (bounded)
+        until it has merged what they report up to ``until``."""
+        if self._pool is not None:
+            await self._pool.settle(until)
+        else:
+            await super().settle(until)
+
+    def load_threads(self) -> list[LoadThread]:
+        """Each worker process's event-loop thread while they run."""
+        if self._pool is not None:
+            return list(self._pool.threads)
+        return super().load_threads()
+
+    async def run_streams(
+        self,
+        streams: list[Stream],
+        controller: Callable[[list[Stream], LoadTransport], Awaitable],
+        *,
+        max_requests: int,
+    ) -> None:
+        """:meth:`LoadGenerator.run_streams` over :attr:`processes` worker processes."""
+        processes = self.processes
+        seeds = [self._rng.random() for _ in streams]
+        context = multiprocessing.get_context("spawn")
+        loop = asyncio.get_running_loop()
+        merger = Merger([s.log for s in streams], processes, self.turnaround)
+        pool = WorkerPool(merger, processes)
+        workers: list[Any] = []
+        conns: list[Any] = []
+        readers: list[threading.Thread] = []
+        transport = open_transport(self.endpoint, request_timeout=self.request_timeout, connections=2)
+        try:
+            # The start time is known once they are ready: plans carry a placeholder, "go" the
+            # time.
+            plans = plan_workers(
+                streams,
+                processes,
+                self.endpoint,
+                seeds=seeds,
+                start=0.0,
+                request_timeout=self.request_timeout,
+                max_in_flight=self.max_in_flight,
+                max_requests=max_requests,
             )
-            process.start()
-            child_end.close()
-            workers.append(process)
-            conns.append(parent_end)
-            reader = threading.Thread(
-                target=_reader,
-                args=(parent_end, plan.index, loop, pool),
-                daemon=True,
-                name="tritontune-merge",
-            )
-            reader.start()
-            readers.append(reader)
-        if not await pool.wait_for(lambda: bool(pool.threads), START_TIMEOUT_S):
-            raise LoadProcessError(f"the load processes did not start within {START_TIMEOUT_S:g} s")
-        start = time.perf_counter() + 0.05
-        for conn in conns:
-            conn.send(("go", start))
-        generator._pool = pool
-        await controller(streams, transport)
-    finally:
-        generator._pool = None
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.send(("stop",))
-        with contextlib.suppress(LoadProcessError):
-            await pool.wait_for(lambda: len(pool.finished) == processes, generator.request_timeout + 2)
-        for process in workers:
-            await asyncio.to_thread(process.join, 2.0)
-            if process.is_alive():
-                process.terminate()
-                await asyncio.to_thread(process.join, 1.0)
-            if process.is_alive():
-                process.kill()
-                await asyncio.to_thread(process.join, 1.0)
-        for conn in conns:
-            conn.close()
-        await transport.close()
-    if pool.error is not None:
-        raise LoadProcessError(pool.error)
+            for plan in plans:
+                parent_end, child_end = context.Pipe()
+                process = context.Process(
+                    target=worker_main,
+                    args=(plan, child_end),
+                    name=f"tritontune-load-{plan.index}",
+                    daemon=True,
+                )
+                process.start()
+                child_end.close()
+                workers.append(process)
+                conns.append(parent_end)
+                reader = threading.Thread(
+                    target=_reader,
+                    args=(parent_end, plan.index, loop, pool),
+                    daemon=True,
+                    name="tritontune-merge",
+                )
+                reader.start()
+                readers.append(reader)
+            if not await pool.wait_for(lambda: bool(pool.threads), START_TIMEOUT_S):
+                raise LoadProcessError(f"the load processes did not start within {START_TIMEOUT_S:g} s")
+            start = time.perf_counter() + 0.05
+            for conn in conns:
+                conn.send(("go", start))
+            self._pool = pool
+            await controller(streams, transport)
+        finally:
+            self._pool = None
+            for conn in conns:
+                with contextlib.suppress(OSError):
+                    conn.send(("stop",))
+            with contextlib.suppress(LoadProcessError):
+                await pool.wait_for(lambda: len(pool.finished) == processes, self.request_timeout + 2)
+            for process in workers:
+                await asyncio.to_thread(process.join, 2.0)
+                if process.is_alive():
+                    process.terminate()
+                    await asyncio.to_thread(process.join, 1.0)
+                if process.is_alive():
+                    process.kill()
+                    await asyncio.to_thread(process.join, 1.0)
+            for conn in conns:
+                conn.close()
+            await transport.close()
+        if pool.error is not None:
+            raise LoadProcessError(pool.error)
+
+
+def load_generator(
+    endpoint: Endpoint | str,
+    requests: list[Any],
+    *,
+    processes: int = 1,
+    request_timeout: float = 30.0,
+    max_in_flight: int = 2048,
+    seed: int | None = None,
+) -> LoadGenerator:
+    """The generator for a load from ``processes`` processes: this process's own
+    (:class:`LoadGenerator`) for one, :class:`ProcessLoadGenerator` for more."""
+    if processes == 1:
+        return LoadGenerator(
+            endpoint, requests, request_timeout=request_timeout, max_in_flight=max_in_flight, seed=seed
+        )
+    return ProcessLoadGenerator(
+        endpoint,
+        requests,
+        processes=processes,
+        request_timeout=request_timeout,
+        max_in_flight=max_in_flight,
+        seed=seed,
+    )

@@ -26,8 +26,10 @@ the other workers' sends queued in that turn). This is what perf_analyzer measur
 before the send to its completion callback. Over HTTP the stamps are taken around the await.
 
 Every run is bounded in time and in requests. Where one process cannot send fast enough, the load
-can come from several worker processes (``processes``; :mod:`tritontune.measure.load_processes`),
-their records merged exactly into the same logs.
+can come from several worker processes instead: the caller picks
+:class:`~tritontune.measure.load_processes.ProcessLoadGenerator`, a :class:`LoadGenerator` whose
+workers are generators of this module and whose records are merged exactly into the same logs
+(this module knows nothing of them).
 """
 
 from __future__ import annotations
@@ -433,7 +435,12 @@ class _HttpTransport(LoadTransport):
 
 
 class LoadGenerator:
-    """Sends ``requests`` (round robin) to one model at one load level until told to stop."""
+    """Sends ``requests`` (round robin) to one model at one load level until told to stop, from
+    this process's event loop (from several processes:
+    :class:`~tritontune.measure.load_processes.ProcessLoadGenerator`)."""
+
+    processes: int = 1
+    """The processes generating the load."""
 
     def __init__(
         self,
@@ -443,13 +450,9 @@ class LoadGenerator:
         request_timeout: float = 30.0,
         max_in_flight: int = 2048,
         seed: int | None = None,
-        processes: int = 1,
     ) -> None:
         """``requests`` are prepared for ``endpoint``'s protocol (:func:`inputs.build_requests`);
-        a plain ``host:port`` is a gRPC endpoint. With ``processes`` of 2 or more the load is
-        split over that many worker processes (:mod:`tritontune.measure.load_processes`)."""
-        if processes < 1:
-            raise ValueError("processes must be at least 1")
+        a plain ``host:port`` is a gRPC endpoint."""
         if not requests:
             raise ValueError("at least one request payload is needed")
         self.endpoint = Endpoint.grpc(endpoint) if isinstance(endpoint, str) else endpoint
@@ -457,9 +460,6 @@ class LoadGenerator:
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
         self._rng = random.Random(seed)
-        self.processes = processes
-        self._pool: Any = None
-        """The worker processes while a multi-process run is on (a ``load_processes.WorkerPool``)."""
         self.turnaround: list[float] = []
         """Closed loop: the client's lag between one request and the next, in completion order.
         Over gRPC, each worker's turnaround: from a reply's stamp to the send stamp of its next
@@ -497,11 +497,6 @@ class LoadGenerator:
         """Drive every stream at once, each with its own requests, load and log, over one
         connection, while ``controller(streams, transport)`` runs; each stream also stops after
         ``max_requests`` sends."""
-        if self.processes > 1:
-            from tritontune.measure.load_processes import run_in_processes
-
-            await run_in_processes(self, streams, controller, max_requests=max_requests)
-            return
         closed = sum(max(1, int(s.load.value)) for s in streams if s.load.mode == LoadMode.CONCURRENCY)
         opened = sum(1 for s in streams if s.load.mode == LoadMode.RATE)
         transport = open_transport(
@@ -543,18 +538,14 @@ class LoadGenerator:
         """Wait until every request completed by ``until`` (a ``time.perf_counter()`` taken in
         this event loop's current turn) is in the logs, so a window edge taken at ``until`` is an
         index into them. In one process a reply stamped by then has its record one turn away (the
-        stamp's callback already scheduled the worker that records it), so one yield does; with
-        worker processes the parent merges what they report (bounded wait)."""
-        if self._pool is not None:
-            await self._pool.settle(until)
-        else:
-            await asyncio.sleep(0)
+        stamp's callback already scheduled the worker that records it), so one yield does (with
+        worker processes the parent waits for what they report:
+        :meth:`~tritontune.measure.load_processes.ProcessLoadGenerator.settle`)."""
+        await asyncio.sleep(0)
 
     def load_threads(self) -> list[LoadThread]:
-        """The event-loop threads generating the load (for :class:`client_cost.ClientProbe`): this
-        one, or each worker process's."""
-        if self._pool is not None:
-            return list(self._pool.threads)
+        """The event-loop threads generating the load (for :class:`client_cost.ClientProbe`):
+        this one (with worker processes, each worker's)."""
         return [LoadThread.current()]
 
     async def _watch_loop_lag(self, stop: asyncio.Event) -> None:

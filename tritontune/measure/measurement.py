@@ -33,10 +33,9 @@ from tritontune.measure.gpu_metrics import (
     summarize,
 )
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
-from tritontune.measure.load_processes import measure_with_processes
+from tritontune.measure.load_processes import load_generator, measure_with_processes
 from tritontune.measure.loadgen import (
     LoadEngine,
-    LoadGenerator,
     LoadMode,
     LoadSpec,
     LoadTransport,
@@ -285,7 +284,7 @@ async def _measure(
     processes: int = 1,
     step_models: tuple[str, ...] = (),
 ) -> Measurement:
-    generator = LoadGenerator(
+    generator = load_generator(
         endpoint,
         requests,
         request_timeout=settings.request_timeout_s,

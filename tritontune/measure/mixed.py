@@ -31,12 +31,11 @@ import numpy as np
 
 from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow
 from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
-from tritontune.measure.load_processes import measure_with_processes
+from tritontune.measure.load_processes import load_generator, measure_with_processes
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
     QUEUE_TIMEOUT_ERROR,
     SCHEDULER_ERRORS,
-    LoadGenerator,
     LoadTransport,
     RequestLog,
     Stream,
@@ -317,7 +316,7 @@ async def _measure(
     streams = [Stream(c.name, requests[c.name].requests, c.load(rates[c.name])) for c in traffic.classes]
     models = sorted({r.model for r in requests.values()})
     first_requests = requests[traffic.classes[0].name].requests
-    generator = LoadGenerator(
+    generator = load_generator(
         endpoint,
         first_requests,
         request_timeout=settings.request_timeout_s,

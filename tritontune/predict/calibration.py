@@ -241,7 +241,7 @@ class Calibration:
         reference's curve times, for each knob that differs from the reference, the ratio of the
         setting with only that knob changed to the reference (batch size by batch size, at the
         sizes both measured), stretched by :func:`contention` where instances and threads share
-        the cores. A measured config's correction (:class:`tritontune.search.ranking.Corrections`)
+        the cores. A measured config's correction (:class:`tritontune.predict.ranking.Corrections`)
         catches the rest."""
         own = self.settings.get(setting_key(setting))
         if own is not None:

@@ -24,7 +24,7 @@ from tritontune.study.figures import (
     pipeline_bottleneck,
 )
 from tritontune.study.records import StudyRecord, TrialResult
-from tritontune.study.verdict import gain_over_baseline
+from tritontune.study.verdict import best_point, gain_of, gain_over_baseline
 
 #: p99 over p50 above this means queueing, stragglers or pauses worth a look (background.md).
 TAIL_RATIO_WARNING = 3.0
@@ -122,7 +122,7 @@ class ReportData:
     trials: int = 0
 
     best_point: OperatingPoint | None = None
-    """What the report states for the winner (:meth:`StudyRecord.best_point`): the playoff's
+    """What the report states for the winner (:func:`tritontune.study.verdict.best_point`): the playoff's
     figures (older studies: the confirmed point when it held)."""
     figures: str = "screening"
     """Where ``best_point`` comes from: playoff, confirmed or screening."""
@@ -314,8 +314,8 @@ def collect(
 ) -> ReportData:
     """Everything a report of ``study`` shows (read it with ``TuningStudy.read()``)."""
     results = study.results
-    best_point = study.best_point()
-    best = best_point.result if best_point else (None if study.playoff else study.best)
+    stated = best_point(study)
+    best = stated.result if stated else (None if study.playoff else study.best)
     baseline = study.baseline
     data = ReportData(
         study_name=study.name,
@@ -333,9 +333,9 @@ def collect(
         capacity=None,
         precisions={p: check.to_dict() for p, check in study.precisions.items()} or None,
         trials=len(results),
-        best_point=best_point.point if best_point else None,
-        figures=best_point.figures if best_point else "screening",
-        gain=study.gain_of(best_point) if best_point else None,
+        best_point=stated.point if stated else None,
+        figures=stated.figures if stated else "screening",
+        gain=gain_of(study, stated) if stated else None,
         playoff=study.playoff,
         predictions=prediction_checks(results),
     )

@@ -56,7 +56,7 @@ from tritontune.study.records import (
     TrialResult,
 )
 from tritontune.study.storage import DEFAULT_STORAGE, storage_label
-from tritontune.study.verdict import BestPoint
+from tritontune.study.verdict import BestPoint, best_point, gain_of, gain_over_baseline
 from tritontune.units import format_duration
 
 #: Shorter windows than ``profile``'s: a search measures many levels, and the stability rule and
@@ -191,7 +191,7 @@ class SearchResult:
     @property
     def winner(self) -> BestPoint | None:
         """The verdict: the playoff's winner and its figures; None when nothing held its SLO."""
-        return self.study.best_point()
+        return best_point(self.study)
 
     @property
     def playoff(self) -> PlayoffResult | None:
@@ -204,7 +204,7 @@ class SearchResult:
 
     def improvement(self, result: TrialResult) -> float | None:
         """Screening throughput relative to the baseline's screening figure (0.25 = 25 % better)."""
-        return self.study.gain(result.throughput)
+        return gain_over_baseline(self.study.baseline, result.throughput)
 
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         def entry(r: TrialResult) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class SearchResult:
         winner = self.winner
         best = None
         if winner is not None:
-            gain = self.study.gain_of(winner)
+            gain = gain_of(self.study, winner)
             best = {
                 **entry(winner.result),
                 "operating_point": winner.point.to_dict(),

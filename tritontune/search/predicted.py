@@ -14,13 +14,14 @@ sharing their instances and threads, else of every measured one. The ranking is 
 corrections before every proposal. Proposals alternate between the best corrected prediction
 (exploit) and the best config, anywhere in the space, of the settings that would teach most
 (explore: a split of the cores between instances and threads never measured, else a precision
-never measured; :meth:`~tritontune.search.ranking.Corrections.novelty`), so a wrong model of one
+never measured; :meth:`~tritontune.predict.ranking.Corrections.novelty`), so a wrong model of one
 setting cannot hide a better one; and a setting
 whose measurement missed its prediction by more than the band it was proposed with is not
 proposed again until another setting has been measured (:func:`missed_setting`). Once the
 ranking is used up, the base sampler (TPE) goes on.
 
-The ranking itself (grid, pruning, corrections) is :mod:`tritontune.search.ranking`.
+The ranking itself (pruning, corrections) is :mod:`tritontune.predict.ranking`; the space's
+points it ranks (a grid) are :mod:`tritontune.search.grid`'s.
 """
 
 from __future__ import annotations
@@ -44,18 +45,21 @@ from tritontune.predict.calibration import (
     setting_key,
     settings_to_calibrate,
 )
-from tritontune.search.calibrate import calibrate_setting
-from tritontune.search.objective import Evaluation, Objective
-from tritontune.search.ranking import (
+from tritontune.predict.ranking import (
     DEFAULT_BAND,
     Corrections,
     Predicted,
     RankedSpace,
     Ranking,
+)
+from tritontune.search.calibrate import calibrate_setting
+from tritontune.search.grid import (
+    all_points,
     dimension_values,
     execution_values,
     reference_setting,
 )
+from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
@@ -68,6 +72,13 @@ from tritontune.study.records import TrialResult
 EXPLORE_EVERY = 2
 #: How long a worker waits for settings another worker is calibrating.
 CALIBRATION_WAIT_S = 600.0
+
+
+def corrections_of(results: Sequence[TrialResult]) -> Corrections:
+    """The corrections the study's measured trials make (those measured with a prediction)."""
+    return Corrections.of(
+        (r.predicted, r.operating_point.throughput) for r in results if r.operating_point is not None
+    )
 
 
 def missed_setting(results: Sequence[TrialResult]) -> str | None:
@@ -136,7 +147,7 @@ class PredictedSampler(ProposingSampler):
         handle = TuningStudy.of(study)
         taken = handle.snapshot().taken()
         results = handle.read().results
-        corrections = Corrections.of(results)
+        corrections = corrections_of(results)
         ranked = self._ranked()
         proposals = len(self.predictions)
         novel = None
@@ -326,7 +337,7 @@ def use_prediction(
         if not ranked:
             ranked.append(
                 RankedSpace(
-                    space,
+                    all_points(space),
                     calibration,
                     lambda point: bench.build(space.to_variant(point)),
                     slo_p99_s=slo_p99_s,

@@ -24,6 +24,7 @@ from optuna.distributions import BaseDistribution, FloatDistribution, IntDistrib
 from optuna.trial import FrozenTrial, TrialState
 
 from tritontune.search.space import Choice, SearchSpace
+from tritontune.study.coordination import is_queued
 
 
 class DelegatingSampler(optuna.samplers.BaseSampler):
@@ -83,7 +84,7 @@ class ProposingSampler(DelegatingSampler):
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
-        if "fixed_params" in trial.system_attrs:
+        if is_queued(trial):
             return
         point = self.propose(study, trial)
         if point is not None:

@@ -10,7 +10,7 @@ those alone this module answers:
 - the best configs for another SLO (:func:`best_for`).
 
 Every answer is the simulator's figure times the setting's correction from the study's
-measurements (:class:`~tritontune.search.ranking.Corrections`), with its band and the calibrated
+measurements (:class:`~tritontune.predict.ranking.Corrections`), with its band and the calibrated
 settings it came from. An answer is a prediction: nothing here is ever reported as a result.
 """
 
@@ -35,9 +35,12 @@ from tritontune.predict.calibration import (
     setting_key,
 )
 from tritontune.predict.config import batcher_config_of
-from tritontune.search.ranking import BANDS, Corrections, RankedSpace, all_points
+from tritontune.predict.ranking import BANDS, Corrections, RankedSpace
+from tritontune.search.grid import all_points
+from tritontune.search.predicted import corrections_of
 from tritontune.search.space import DIMENSIONS, SearchSpace, parse_knob
 from tritontune.study.handle import TuningStudy
+from tritontune.study.verdict import best_point
 
 #: Requests simulated per answer (closed loop: at least this many per client too).
 ANSWER_REQUESTS = 4000
@@ -99,7 +102,7 @@ def study_model(study: TuningStudy) -> StudyModel:
         )
     if record.space is None or record.baseline_config_pbtxt is None:
         raise InputError(f"study {record.name!r} keeps no space or base config to predict from")
-    winner = record.best_point()
+    winner = best_point(record)
     best = winner.result if winner is not None else record.best
     space = SearchSpace.from_dict(record.space)
     start = dict(best.params) if best is not None else next(iter(all_points(space)))
@@ -111,7 +114,7 @@ def study_model(study: TuningStudy) -> StudyModel:
         slo_p99_s=record.identity.slo_p99_s,
         load_mode=record.identity.load_mode,
         request_batch=record.context.request_shape.batch_size,
-        corrections=Corrections.of(record.results),
+        corrections=corrections_of(record.results),
         start=start,
     )
 
@@ -220,7 +223,7 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
 def best_for(model: StudyModel, slo_p99_s: float, top: int = 5) -> list[Answer]:
     """The best ``top`` configs of the study's space under another SLO, by corrected prediction."""
     ranking = RankedSpace(
-        model.space,
+        all_points(model.space),
         model.calibration,
         model.build,
         slo_p99_s=slo_p99_s,

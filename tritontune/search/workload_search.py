@@ -74,6 +74,7 @@ from tritontune.study.records import (
     WorkloadIdentity,
 )
 from tritontune.study.storage import DEFAULT_STORAGE, storage_label
+from tritontune.study.verdict import workload_final
 
 #: Admission control bounds searched (the lowest priority level's queue, in requests).
 ADMISSION_CHOICES: tuple[Any, ...] = ("none", 16, 64, 256)
@@ -699,7 +700,7 @@ def _final_rounds(
         dataclasses.replace(_with_rounds(entry.finalist, rounds.figures[i]), error=rounds.errors.get(i))
         for i, entry in enumerate(entries)
     )
-    return WorkloadFinal.decided(finalists), last
+    return workload_final(finalists), last
 
 
 def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Finalist:

@@ -18,8 +18,7 @@ from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
-from tritontune.config.pipeline import is_pipeline
-from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel, load_model_source
+from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel
 from tritontune.config.variant import FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
 from tritontune.measure.load_processes import AutoProcesses, ClientVerdict, auto_processes_limit
@@ -456,18 +455,3 @@ class TuningSession:
             assert self._loaded is not None
             model, config = self.name, self.build(self._loaded)
         return ClassRequests(model, self._prepare(model, config, traffic_class.request))
-
-
-def open_session(
-    model_repository: Path, model: str, *, composing: tuple[str, ...] = (), **options: Any
-) -> TuningSession:
-    """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet); for an
-    ensemble, or a BLS model calling the ``composing`` models, a
-    :class:`~tritontune.serving.pipeline_session.PipelineSession` (validated first)."""
-    source = load_model_source(Path(model_repository), model)
-    if composing or is_pipeline(source.base_config):
-        # Imported here: the pipeline session is a subclass of this module's.
-        from tritontune.serving.pipeline_session import open_pipeline_session
-
-        return open_pipeline_session(Path(model_repository), model, composing, **options)
-    return TuningSession(source, **options)

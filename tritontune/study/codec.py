@@ -6,6 +6,7 @@ read back unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from tritontune.errors import InputError
 from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.traffic import Traffic
-from tritontune.study.figures import CapacityFigure, OperatingPoint, PlayoffResult
+from tritontune.study.figures import CapacityFigure, Finalist, OperatingPoint, PlayoffResult
 from tritontune.study.records import (
     ConfirmedPoint,
     RecordedPrecision,
@@ -29,6 +30,7 @@ from tritontune.study.records import (
     WorkloadStudyRecord,
 )
 from tritontune.study.schema import StudyKey, StudyKind, TrialKey, traffic_attr
+from tritontune.study.verdict import workload_final
 
 
 def identity_of(attrs: Mapping[str, Any]) -> StudyIdentity | WorkloadIdentity | None:
@@ -140,6 +142,15 @@ def single_class_record(study: optuna.Study) -> StudyRecord:
     )
 
 
+def workload_final_of(data: Mapping[str, Any]) -> WorkloadFinal:
+    """A workload study's final rounds as kept (``WorkloadFinal.to_dict``): its finalists and
+    the winner it stored, with what the verdict makes of the finalists (their duets with the
+    winner, each layout's best)."""
+    winner = data.get("winner")
+    decided = workload_final(tuple(Finalist.from_dict(f) for f in data.get("finalists") or ()))
+    return dataclasses.replace(decided, winner=Finalist.from_dict(winner) if winner else None)
+
+
 def workload_record(study: optuna.Study) -> WorkloadStudyRecord:
     """A workload study, typed. Raises :class:`InputError` for any other study."""
     attrs = study.user_attrs
@@ -154,7 +165,7 @@ def workload_record(study: optuna.Study) -> WorkloadStudyRecord:
         traffic=Traffic.from_dict(identity.traffic, where=f"study {study.study_name!r}"),
         context=StudyContext.from_attrs(attrs),
         trials=tuple(trial_result(t, precisions) for t in study.get_trials(deepcopy=False)),
-        final=WorkloadFinal.from_dict(final) if final else None,
+        final=workload_final_of(final) if final else None,
         created=str(attrs.get(StudyKey.CREATED, "")),
         tritontune_version=str(attrs.get(StudyKey.VERSION, "")),
         space=attrs.get(StudyKey.SPACE),

@@ -53,6 +53,12 @@ def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
     study.enqueue_trial(trial.params, skip_if_exists=False)
 
 
+def is_queued(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` runs a config queued for it (a lost or interrupted trial's, queued
+    again) rather than one its sampler picks (Optuna marks those with fixed params)."""
+    return "fixed_params" in trial.system_attrs
+
+
 def _trial_id(storage: optuna.storages.BaseStorage, study_name: str, number: int) -> int:
     study_id = storage.get_study_id_from_name(study_name)
     return storage.get_trial_id_from_study_id_trial_number(study_id, number)

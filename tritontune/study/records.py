@@ -2,8 +2,10 @@
 :func:`tritontune.study.handle.read_record`), never from raw attributes.
 
 Plain frozen data with the few derived properties readers share (which trials count, which are
-feasible, the best). The verdict policy (which figure to state) is
-:mod:`tritontune.study.verdict`'s; the attribute names are :mod:`tritontune.study.schema`'s.
+feasible, the best). The verdict policy (which figure to state, which finalist won) is
+:mod:`tritontune.study.verdict`'s: its functions take these records, and no record calls them
+(what a workload study's final rounds decided is kept in its :class:`WorkloadFinal`). The
+attribute names are :mod:`tritontune.study.schema`'s.
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ from optuna.trial import TrialState
 from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.traffic import Layout, Traffic
-from tritontune.study import verdict as verdicts
 from tritontune.study.duet import Duet, Order
 from tritontune.study.figures import (
     CapacityFigure,
     Finalist,
-    Interval,
     OperatingPoint,
     PlayoffResult,
 )
@@ -336,38 +336,18 @@ class StudyRecord:
             return self.confirmed.operating_point
         return None
 
-    def verdict(self) -> list[verdicts.BestPoint]:
-        """The configs to state and export, best first (:func:`tritontune.study.verdict.ranked`)."""
-        return verdicts.ranked(self)
-
-    def best_point(self) -> verdicts.BestPoint | None:
-        """The winner with the one figure every output states for it; None when nothing met the
-        SLO, or when the playoff found that nothing held."""
-        ranked = self.verdict()
-        return ranked[0] if ranked else None
-
-    def gain_of(self, point: verdicts.BestPoint) -> Interval | None:
-        """``point``'s gain over the baseline (:func:`tritontune.study.verdict.gain_of`)."""
-        return verdicts.gain_of(self, point)
-
-    def gain(self, throughput: float) -> float | None:
-        """``throughput`` over the baseline's, minus one (0.25: 25 % more); None without a
-        feasible baseline to compare with."""
-        return verdicts.gain_over_baseline(self.baseline, throughput)
-
 
 @dataclass(frozen=True)
 class WorkloadFinal:
-    """A workload study's final rounds: each finalist's work served per round, and the winner
-    they decided (:func:`tritontune.study.verdict.workload_winner`)."""
+    """A workload study's final rounds: each finalist's work served per round, and what the
+    verdict decided of them (:func:`tritontune.study.verdict.workload_final`)."""
 
     finalists: tuple[Finalist, ...]
     winner: Finalist | None
-
-    @classmethod
-    def decided(cls, finalists: tuple[Finalist, ...]) -> WorkloadFinal:
-        """The final rounds with their winner picked by the verdict's rule."""
-        return cls(finalists, verdicts.workload_winner(finalists))
+    duets: Mapping[str, Duet] = field(default_factory=dict)
+    """Each other finalist's work served over the winner's within each round, by label."""
+    best_by_layout: Mapping[Layout, Finalist] = field(default_factory=dict)
+    """The best finalist served in each layout (the baseline, a shared model, is none)."""
 
     @property
     def baseline(self) -> Finalist | None:
@@ -375,15 +355,7 @@ class WorkloadFinal:
 
     def best_of(self, layout: Layout) -> Finalist | None:
         """The best finalist served in ``layout`` (the baseline is a shared model)."""
-        return verdicts.workload_winner(
-            [f for f in self.finalists if f.layout == layout and f.trial is not None]
-        )
-
-    @property
-    def duets(self) -> dict[str, Duet]:
-        """Each other finalist's work served over the winner's within each round, by label."""
-        verdict = verdicts.workload_verdict(self.finalists)
-        return {self.finalists[i].label: d for i, d in verdict.duets.items()}
+        return self.best_by_layout.get(layout)
 
     @property
     def uncertain(self) -> list[str]:
@@ -417,14 +389,6 @@ class WorkloadFinal:
                 for f in self.finalists
             ],
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> WorkloadFinal:
-        winner = data.get("winner")
-        return cls(
-            tuple(Finalist.from_dict(f) for f in data.get("finalists") or ()),
-            Finalist.from_dict(winner) if winner else None,
-        )
 
 
 @dataclass(frozen=True)

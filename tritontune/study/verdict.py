@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from tritontune.measure.traffic import Layout
 from tritontune.study.duet import Verdict, decide
 from tritontune.study.figures import Finalist, Interval, OperatingPoint, PlayoffEntry
-
-if TYPE_CHECKING:
-    from tritontune.study.records import StudyRecord, TrialResult
+from tritontune.study.records import StudyRecord, TrialResult, WorkloadFinal
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,13 @@ def ranked(study: StudyRecord) -> list[BestPoint]:
     return out
 
 
+def best_point(study: StudyRecord) -> BestPoint | None:
+    """The winner with the one figure every output states for it; None when nothing met the
+    SLO, or when the playoff found that nothing held."""
+    stated = ranked(study)
+    return stated[0] if stated else None
+
+
 def gain_of(study: StudyRecord, point: BestPoint) -> Interval | None:
     """``point``'s gain over the baseline: the playoff's per-round ratios where it has them,
     else the screening figures' ratio (an interval of one value)."""
@@ -115,3 +120,22 @@ def workload_winner(finalists: Sequence[Finalist]) -> Finalist | None:
     """The finalist with the most work served (median of its rounds; None: no finalists)."""
     winner = workload_verdict(finalists).winner
     return None if winner is None else finalists[winner]
+
+
+def workload_final(finalists: Sequence[Finalist]) -> WorkloadFinal:
+    """The final rounds decided: the winner (:func:`workload_winner`), each other finalist's
+    duet with it, and the best finalist of each layout (the baseline, a shared model, counts in
+    none)."""
+    finalists = tuple(finalists)
+    verdict = workload_verdict(finalists)
+    best_by_layout = {}
+    for layout in Layout:
+        best = workload_winner([f for f in finalists if f.layout == layout and f.trial is not None])
+        if best is not None:
+            best_by_layout[layout] = best
+    return WorkloadFinal(
+        finalists,
+        None if verdict.winner is None else finalists[verdict.winner],
+        {finalists[i].label: duet for i, duet in verdict.duets.items()},
+        best_by_layout,
+    )

@@ -1,13 +1,13 @@
 """The whole space predicted: every config's operating point under the SLO, from a calibration.
 
-A point of the space is an execution setting (:data:`~tritontune.predict.calibration.EXECUTION_KNOBS`,
-whose service curve the calibration gives) and a scheduler part (batch size, batching, delay,
+A point is an execution setting (:data:`~tritontune.predict.calibration.EXECUTION_KNOBS`, whose
+service curve the calibration gives) and a scheduler part (batch size, batching, delay,
 preferred size), which becomes a :class:`~tritontune.predict.batcher.BatcherConfig` through the
 config tritontune would write (:func:`~tritontune.predict.config.batcher_config_of`). The batcher
-simulator then finds the highest load whose p99 meets the SLO, as a measured search would.
+simulator then finds the highest load whose p99 meets the SLO, as a measured search would. The
+points are given (a search space's, on a grid: :mod:`tritontune.search.grid`).
 
-The space's delay range is predicted on a grid (:data:`DELAY_GRID_POINTS` log-spaced values),
-and ranking is pruned: configs are simulated in the order of their capacity (instances x the best
+Ranking is pruned: configs are simulated in the order of their capacity (instances x the best
 batch throughput of their curve), and once a capacity is below the :data:`KEEP`-th prediction
 found, no later config can enter the ranking.
 
@@ -21,12 +21,10 @@ simulations are kept, so a new ranking only simulates the configs the correction
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +33,6 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.batcher import CLIENT_JITTER, BatcherConfig, operating_point
 from tritontune.predict.calibration import (
     CORE_KNOBS,
-    EXECUTION_KNOBS,
     Calibration,
     Derivation,
     Prediction,
@@ -43,13 +40,7 @@ from tritontune.predict.calibration import (
     setting_key,
 )
 from tritontune.predict.config import batcher_config_of
-from tritontune.search.space import DIMENSIONS, Choice, IntRange, SearchSpace
-from tritontune.study.records import TrialResult
 
-#: Values of a delay range predicted (log-spaced over the range).
-DELAY_GRID_POINTS = 8
-#: An integer range with more values than this is predicted on a log-spaced subset.
-MAX_INT_VALUES = 12
 #: How many of the best predictions the ranking keeps (pruning stops below the last of them).
 KEEP = 40
 #: Until a setting is corrected by a measurement its prediction is taken to be this uncertain.
@@ -111,103 +102,6 @@ class Predicted:
         }
 
 
-def dimension_values(name: str, dim: Choice | IntRange) -> tuple[Any, ...]:
-    """The values of a dimension the ranking predicts (a delay range on a grid)."""
-    if isinstance(dim, Choice):
-        return dim.values
-    count = dim.high - dim.low + 1
-    if name != "max_queue_delay" and count <= MAX_INT_VALUES:
-        return tuple(range(dim.low, dim.high + 1))
-    points = DELAY_GRID_POINTS if name == "max_queue_delay" else MAX_INT_VALUES
-    low, high = math.log(max(dim.low, 1)), math.log(max(dim.high, 1))
-    grid = {int(round(math.exp(low + (high - low) * i / (points - 1)))) for i in range(points)}
-    return tuple(sorted(min(max(v, dim.low), dim.high) for v in grid))
-
-
-def execution_values(space: SearchSpace) -> dict[str, tuple[Any, ...]]:
-    """Each execution knob the space varies or fixes, with its values."""
-    return {
-        name: dimension_values(name, space.dimensions[name])
-        for name in EXECUTION_KNOBS
-        if name in space.dimensions
-    }
-
-
-def reference_setting(space: SearchSpace) -> dict[str, Any]:
-    """The setting others are composed from: each knob's first value (the fewest instances and
-    threads; the first precision and graph level the space lists)."""
-    return {name: values[0] for name, values in execution_values(space).items()}
-
-
-def scheduler_points(space: SearchSpace) -> Iterator[dict[str, Any]]:
-    """Every scheduler part of a point (batch size, batching, delay, preferred size), following
-    :meth:`SearchSpace.suggest`'s rules (batching knobs only when batching is on). With batches
-    of one (``max_batch_size`` 1) the batching knobs change nothing the model sees (a batch is
-    full as soon as it has a request), so only one of those points is predicted: batching off
-    where the space allows it (on MiniLM, three of a search's six proposals were the same batch
-    of one with batching on and off and another delay)."""
-    dims = space.dimensions
-    sizes = (
-        dimension_values("max_batch_size", dims["max_batch_size"])
-        if "max_batch_size" in dims
-        else (None,)
-    )
-    for size in sizes:
-        base = {} if size is None else {"max_batch_size": size}
-        batching_values: tuple[Any, ...] = (None,)
-        if "dynamic_batching" in dims:
-            batching_values = (
-                (False,) if size == 0 else dimension_values("dynamic_batching", dims["dynamic_batching"])
-            )
-            if size == 1:
-                batching_values = (False,) if False in batching_values else batching_values[:1]
-        for batching in batching_values:
-            point = dict(base)
-            if batching is not None:
-                point["dynamic_batching"] = batching
-            if batching is False:
-                yield point
-                continue
-            delays = (
-                dimension_values("max_queue_delay", dims["max_queue_delay"])
-                if "max_queue_delay" in dims
-                else (None,)
-            )
-            preferred = (
-                dimension_values("preferred_batch_size", dims["preferred_batch_size"])
-                if "preferred_batch_size" in dims
-                else (None,)
-            )
-            if size == 1:
-                delays, preferred = delays[:1], preferred[:1]
-            for delay, prefer in itertools.product(delays, preferred):
-                full = dict(point)
-                if delay is not None:
-                    full["max_queue_delay"] = delay
-                if prefer is not None:
-                    full["preferred_batch_size"] = prefer
-                yield full
-
-
-def all_points(space: SearchSpace) -> Iterator[dict[str, Any]]:
-    """Every point the ranking predicts: scheduler points x execution settings, knobs in the
-    space's order."""
-    knobs = execution_values(space)
-    names = list(knobs)
-    for scheduler in scheduler_points(space):
-        for values in itertools.product(*(knobs[n] for n in names)):
-            merged = {**scheduler, **dict(zip(names, values, strict=True))}
-            for name, dim in space.dimensions.items():
-                conditional = name in ("max_queue_delay", "preferred_batch_size")
-                if conditional or name in merged:
-                    continue
-                # fixed (the sampler proposes it too), or a knob the model doesn't predict
-                # (inter-op threads, the response cache): its first value
-                merged[name] = dim.values[0] if isinstance(dim, Choice) else dim.low
-            if space.fits_threads(merged):
-                yield {name: merged[name] for name in DIMENSIONS if name in merged}
-
-
 @dataclass
 class Ranking:
     """The space predicted: the best :data:`KEEP` configs, best first."""
@@ -221,13 +115,13 @@ class Ranking:
 
 
 class RankedSpace:
-    """The space's configs with their predictions made once (service curve, batcher config,
+    """The ``points``' configs with their predictions made once (service curve, batcher config,
     capacity) and their simulations kept: :meth:`rank` with new corrections simulates only the
     configs those corrections newly bring into the ranking."""
 
     def __init__(
         self,
-        space: SearchSpace,
+        points: Iterable[dict[str, Any]],
         calibration: Calibration,
         build: Callable[[dict[str, Any]], ModelConfig],
         *,
@@ -246,7 +140,7 @@ class RankedSpace:
         # Many points share an execution setting (13,056 points, 48 settings on MiniLM): each
         # setting's curve is predicted once (None: the calibration can't cover it).
         predictions: dict[str, Prediction | None] = {}
-        for point in all_points(space):
+        for point in points:
             setting = execution_setting(point)
             key = setting_key(setting)
             if key not in predictions:
@@ -369,13 +263,14 @@ class Corrections:
     by_setting: dict[str, list[float]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, results: Sequence[TrialResult]) -> Corrections:
+    def of(cls, measured: Iterable[tuple[Mapping[str, Any] | None, float]]) -> Corrections:
+        """From each measured config's prediction (:meth:`Predicted.to_dict`; None: none was
+        made) and the throughput measured."""
         corrections = cls()
-        for result in results:
-            predicted = result.predicted
-            if not predicted or result.operating_point is None or not predicted.get("raw_throughput"):
+        for predicted, throughput in measured:
+            if not predicted or not predicted.get("raw_throughput"):
                 continue
-            ratio = result.operating_point.throughput / predicted["raw_throughput"]
+            ratio = throughput / predicted["raw_throughput"]
             corrections.by_setting.setdefault(predicted["setting"], []).append(ratio)
         return corrections
 

@@ -1,0 +1,27 @@
+"""Opening the bench for a model: the one place that picks a
+:class:`~tritontune.serving.session.TuningSession` or its subclass for pipelines,
+:class:`~tritontune.serving.pipeline_session.PipelineSession`, by what the model is (its own
+module, so that the base session never imports the subclass that extends it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tritontune.config.pipeline import is_pipeline
+from tritontune.config.repository import load_model_source
+from tritontune.serving.pipeline_session import open_pipeline_session
+from tritontune.serving.session import TuningSession
+
+
+def open_session(
+    model_repository: Path, model: str, *, composing: tuple[str, ...] = (), **options: Any
+) -> TuningSession:
+    """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet); for an
+    ensemble, or a BLS model calling the ``composing`` models, a
+    :class:`~tritontune.serving.pipeline_session.PipelineSession` (validated first)."""
+    source = load_model_source(Path(model_repository), model)
+    if composing or is_pipeline(source.base_config):
+        return open_pipeline_session(Path(model_repository), model, composing, **options)
+    return TuningSession(source, **options)
