@@ -131,7 +131,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     space.write_text("precision: [int8_dynamic]\n")
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
-        "--trials", "2", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
+        "--trials", "1", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
         "--layout", "shared", "--start-rate", "240", "--max-load", "960", "--max-windows", "4",
         "--storage", storage, "--results", str(results), "--report", str(report),
         "--space", str(space),
