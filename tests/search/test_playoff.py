@@ -190,6 +190,15 @@ def test_a_contender_over_the_slo_steps_down_until_it_holds():
     # the second stage re-measured only trial 1, with the baseline as the reference of its ratios
     assert session.order[9:15] == [1, None, 1, None, 1, None]
     assert one.gain is not None
+    # the baseline keeps both stages' rounds: trial 1's gain pairs its rounds with the second
+    # stage's, which the result holds (each gain can be recomputed from the file)
+    base = result.baseline
+    assert base is not None and len(base.rounds) == 6
+    assert {r.round_number for r in base.rounds} == {1, 2, 3, 4, 5, 6}
+    mine, theirs = one.by_round(), base.by_round()
+    paired = sorted(set(mine) & set(theirs))
+    assert paired == [4, 5, 6]  # the second stage's (its extra round had no baseline)
+    assert one.gain == Interval.of([mine[k] / theirs[k] - 1 for k in paired])
     # trials 1 and 2 shared no round: their order is told in extra rounds of the two
     assert session.order[15:] == [2, 1] * result.extra_rounds and result.extra_rounds == 1
     assert result.tied == (2, 1) and result.entry(1).versus_winner.rounds == 1

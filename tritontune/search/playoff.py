@@ -9,7 +9,9 @@ The top candidates (default 3) and the baseline are measured again in interleave
   didn't is tried again a step lower (x :data:`STEP_DOWN`) in the next stage, interleaved with the
   other re-tried ones and the baseline; after :data:`MAX_STAGES` stages it never held.
 - Figures are medians over the rounds with their min-max interval; the gain over the baseline is
-  the median (and min-max) of the per-round ratios, each ratio taken within one round.
+  the median (and min-max) of the per-round ratios, each ratio taken within one round. The
+  baseline is measured in every stage (the reference of that stage's ratios) and keeps every
+  stage's rounds, each numbered, so each gain pairs rounds the result holds.
 - The held contenders are compared in *duets* (:mod:`tritontune.study.duet`): the *leader* (the
   highest median throughput) and each other held contender by their paired per-round ratios,
   each ratio taken within one round, with its median and interval (min-max with up to 5 rounds).
@@ -153,7 +155,11 @@ def run_playoff(
             rounds = figures[contender.trial]
             tried[contender.trial].append(loads[contender.trial])
             if contender.trial is None and None in final:
-                continue  # the baseline came along as the reference of this stage's ratios
+                # the baseline came along as the reference of this stage's ratios: its rounds are
+                # kept beside its first stage's, so every gain is recomputed from the result
+                base = final[None]
+                final[None] = dataclasses.replace(base, rounds=base.rounds + tuple(rounds))
+                continue
             ok = contender.trial not in errors and held(rounds, slo_p99_s)
             last_stage = stage == MAX_STAGES or contender.trial in errors
             lower = _lower(loads[contender.trial], integer)
