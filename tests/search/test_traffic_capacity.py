@@ -115,6 +115,32 @@ def test_capacity_is_within_the_precision_of_the_true_threshold(capacity, start)
     assert found.total_rate < min(failing) <= found.total_rate * 1.1
 
 
+@pytest.mark.parametrize("known", [0.7, 0.8, 1.0, 1.25])
+def test_a_ramp_near_a_known_capacity_finds_it_within_tolerance_in_five_levels(known):
+    """A workload trial starts at the best capacity so far, a finalist at its own (issue 41):
+    for a config whose true threshold is 0.8-1.4x that, the small steps bracket it at once and
+    the bisection closes to within 10 % in at most five levels (rates measured; a failing level
+    is measured twice)."""
+    capacity = 1000.0
+    threshold = CLIFF_UTILIZATION * capacity
+    measure, calls = recording(modelled_server(capacity))
+    found = find_traffic_capacity(
+        measure, TRAFFIC, start=threshold * known, precision=0.1, near=threshold * known
+    )
+    assert len(set(calls)) <= 5, calls
+    assert found.total_rate <= threshold <= found.total_rate * 1.1
+
+
+def test_far_from_the_known_capacity_the_ramp_doubles_again():
+    capacity = 1000.0
+    threshold = CLIFF_UTILIZATION * capacity
+    measure, calls = recording(modelled_server(capacity))
+    found = find_traffic_capacity(measure, TRAFFIC, start=50.0, precision=0.1, near=50.0)
+    assert calls[:5] == [50.0, 62.5, pytest.approx(78.125), pytest.approx(97.65625), 122.0703125]
+    assert calls[5] == pytest.approx(2 * 122.0703125)  # past twice the known rate: doubling
+    assert found.total_rate <= threshold <= found.total_rate * 1.1
+
+
 def test_finer_precision_needs_more_bisections():
     threshold = CLIFF_UTILIZATION * 1000
     found = find_traffic_capacity(

@@ -279,9 +279,9 @@ UNSHED = parse_traffic(
 )
 
 
-def test_a_finalists_rounds_start_at_half_its_capacity_in_the_search(session):
-    """The rounds re-find a capacity the search measured once: their ramps start at half of it
-    (fewer levels than the search's ramp from the start rate), the others' at the start rate."""
+def test_a_finalists_rounds_start_at_its_capacity_in_the_search(session):
+    """The rounds re-find a capacity the search measured once: their ramps start at it, the
+    others' (the baseline, the endpoints split from a shared trial) at the start rate."""
     result = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1))
     by_trial = {t.number: t for t in result.trials}
     for finalist in result.finalists:
@@ -290,13 +290,31 @@ def test_a_finalists_rounds_start_at_half_its_capacity_in_the_search(session):
             assert levels[0].total_rate == pytest.approx(20.0)
             continue
         screened = by_trial[finalist.trial]
-        assert levels[0].total_rate == pytest.approx(screened.total_rate / 2)
-        assert len(levels) < len(screened.capacity.detail["levels"])
+        rates = [level.total_rate for level in levels]
+        assert any(r == pytest.approx(screened.total_rate) for r in rates), rates
+
+
+def test_a_trials_ramp_starts_at_the_best_capacity_so_far(session):
+    """The first trial walks up from the start rate; each later one starts at the best capacity
+    a trial held before it (the answer is near there)."""
+    result = run_workload_search(session, SPACE, UNSHED, settings(trials=6, rounds=1))
+    best = None
+    for trial in sorted(result.trials, key=lambda t: t.number):
+        if trial.capacity is None:
+            continue
+        levels = trial.capacity.detail["levels"]
+        rates = [level["total_rate_per_s"] for level in levels]
+        expected = 20.0 if best is None else best
+        assert any(r == pytest.approx(expected, abs=0.01) for r in rates), (trial.number, rates)
+        if trial.feasible and trial.total_rate:
+            best = max(best or 0.0, trial.total_rate)
+    assert best is not None
 
 
 def test_a_finalist_that_misses_its_warm_start_steps_down_from_it(session):
     """A config doing much worse in its rounds than in the search: the warm start misses, and
-    the ramp steps down from it (halving), so the finalist still gets its capacity."""
+    the ramp steps down from it (small steps near it, then halving), so the finalist still gets
+    its capacity."""
     storage = optuna.storages.InMemoryStorage()
     first = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
     top = next(f for f in first.finalists if f.trial is not None and f.layout is Layout.SHARED)
@@ -309,7 +327,7 @@ def test_a_finalist_that_misses_its_warm_start_steps_down_from_it(session):
     assert again.trials_this_run == 0 and not again.final_rounds_reused
     retried = again.last_capacity[top.label]
     assert retried.feasible and retried.stepped_down
-    assert retried.levels[-1].total_rate == pytest.approx(screened / 2)  # the warm start, missed
+    assert retried.levels[-1].total_rate == pytest.approx(screened)  # the warm start, missed
     assert retried.levels[0].total_rate < screened / 2
     assert retried.min_rate == pytest.approx(20.0 / 64)  # the search's floor, not the start's
     assert screened and retried.highest_rate < screened / 2

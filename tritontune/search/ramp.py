@@ -65,6 +65,8 @@ class RampRules(Generic[M]):
     """Times a failing level is measured again before it counts as failed."""
     limited: Callable[[M], bool] = lambda level: False
     """The load generator, not the config, limited this level (its figure is the client's)."""
+    down_step: Callable[[float], float] = lambda load: DOWN_STEP
+    """The factor a failing first load is stepped down by, given the load that failed (> 1)."""
 
 
 @dataclass
@@ -143,7 +145,7 @@ def ramp_and_bisect(
         bad = start
         ramp.stepped_down = floor < start
         while bad > floor:  # step down until a load passes or the floor failed
-            load = max(floor, bad / DOWN_STEP)
+            load = max(floor, bad / rules.down_step(bad))
             if rules.integer:
                 load = float(min(bad - 1, max(floor, round(load))))
             level = at(load)

@@ -2,6 +2,7 @@
 objective.
 
 The workload's mix is scaled up as a whole (each class keeps its share), doubling the total rate
+(by x1.25 near a capacity the caller expects: ``near``)
 while every class still meets its objective, then bisecting (geometrically) between the last rate
 that did and the first that didn't. A first rate that misses is halved instead, down to a floor
 (``min_rate``: by default 1/64 of the start), and the gap between the highest rate that passed and
@@ -41,6 +42,10 @@ MIN_RATE_FRACTION = MIN_LOAD_FRACTION
 DEFAULT_MAX_RATE = 100_000.0
 #: The ramp stops once a passing level served less than this much more than the best before it.
 SATURATION_GAIN = 0.03
+#: The ramp's step while within a factor 2 of a capacity it was told to expect (``near``): the
+#: answer is close, so a small step brackets it in one level, and the bisection has a fifth of
+#: a doubling's gap to close (issue 41: MiniLM's mix walked 2 -> 4 -> ... -> 32 req/s per trial).
+NEAR_STEP = 1.25
 
 
 def _gain(level: TrafficMeasurement, best: TrafficMeasurement) -> float:
@@ -180,6 +185,7 @@ def find_traffic_capacity(
     precision: float = 0.1,
     max_bisections: int = 3,
     confirm: int = 1,
+    near: float | None = None,
 ) -> TrafficCapacity:
     """Ramp (x2) from ``start`` req/s until a level misses an objective or served no more than the
     best before it (:data:`SATURATION_GAIN`), then bisect until the gap between the passing and
@@ -190,10 +196,23 @@ def find_traffic_capacity(
 
     A level that misses an objective is measured again up to ``confirm`` times, and counts as
     missed only if every try missed: on a shared machine one busy second puts a p99 over its
-    SLO, and the capacity must not be set by it (the retries are listed in the result)."""
+    SLO, and the capacity must not be set by it (the retries are listed in the result).
+
+    ``near``: a total rate the capacity is expected close to (the best trial's so far, a
+    finalist's own in the search). The ramp steps by :data:`NEAR_STEP` up or down while within
+    a factor 2 of it, and doubles or halves beyond: a config near it is bracketed by its first
+    two levels and found in about five; one far from it costs a few more halvings."""
+
+    def up(best: TrafficMeasurement) -> float:
+        return NEAR_STEP if near and best.total_rate < 2 * near else 2.0
+
+    def down(failed: float) -> float:
+        return NEAR_STEP if near and failed > near / 2 else 2.0
+
     rules: RampRules[TrafficMeasurement] = RampRules(
         passes=lambda level: level.meets(traffic),
-        step=lambda best: 2.0,
+        step=up,
+        down_step=down,
         better=lambda level, best: _gain(level, best) > 0,
         # more offered load is only shed or queued: the served figure is known within the gain
         saturated=lambda level, best: _gain(level, best) < SATURATION_GAIN,

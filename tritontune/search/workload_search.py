@@ -476,6 +476,10 @@ class TrafficObjective:
     models it adds to the repository)."""
     endpoint_choices: EndpointChoices = EndpointChoices()
     """What an endpoint trial searches each endpoint's own knobs over."""
+    known_capacity: Callable[[], float | None] | None = None
+    """The best total rate a trial of the study has held so far (None: none yet): a trial's
+    ramp starts there (:meth:`capacity` with ``near``) instead of walking up from the start
+    rate."""
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
@@ -523,7 +527,8 @@ class TrafficObjective:
             switch_s = bench.load_endpoints(dict(variant.split)).switch_s
         else:
             switch_s = bench.load(variant).switch_s
-        capacity = self.capacity(bench, self.start_rate)
+        known = self.known_capacity() if self.known_capacity else None
+        capacity = self.capacity(bench, self.start_rate, near=known)
         return Evaluation(capacity.figure(), switch_s)
 
     @property
@@ -531,16 +536,20 @@ class TrafficObjective:
         """The lowest total rate any of the search's ramps steps down to, wherever it started."""
         return self.start_rate * MIN_RATE_FRACTION
 
-    def capacity(self, bench: Bench, start_rate: float) -> TrafficCapacity:
+    def capacity(self, bench: Bench, start_rate: float, *, near: float | None = None) -> TrafficCapacity:
         """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate`` (and
-        stepping down to :attr:`min_rate` should that miss)."""
+        stepping down to :attr:`min_rate` should that miss), or at ``near``, a capacity it is
+        expected close to (a finalist's own in the search; the best trial's so far, for the
+        next trial): walking up from a start rate far below the answer cost most of a ramp's
+        levels (on MiniLM's mix, 2 req/s doubling up to ~20)."""
         return traffic_capacity(
             bench,
             self.traffic,
-            start_rate,
+            near or start_rate,
             self.measure,
             max_rate=self.max_rate,
             min_rate=self.min_rate,
+            near=near,
         )
 
 
@@ -552,9 +561,11 @@ def traffic_capacity(
     *,
     max_rate: float | None = None,
     min_rate: float | None = None,
+    near: float | None = None,
 ) -> TrafficCapacity:
     """The capacity of what is loaded (one shared model, or one endpoint per class); a ramp
-    whose first rate misses steps down to ``min_rate`` (None: 1/64 of the start)."""
+    whose first rate misses steps down to ``min_rate`` (None: 1/64 of the start); ``near``: see
+    :func:`~tritontune.search.traffic_capacity.find_traffic_capacity`."""
 
     def measure(rate: float) -> TrafficMeasurement:
         return bench.measure_traffic(traffic, rate, settings)
@@ -562,7 +573,7 @@ def traffic_capacity(
     top = max_rate if max_rate is not None else DEFAULT_MAX_RATE
     start = min(start_rate, top)
     floor = min(min_rate, start) if min_rate is not None else None
-    return find_traffic_capacity(measure, traffic, start=start, max_rate=top, min_rate=floor)
+    return find_traffic_capacity(measure, traffic, start=start, max_rate=top, min_rate=floor, near=near)
 
 
 def searched_layouts(
@@ -626,6 +637,7 @@ def run_workload_search(
         settings.max_rate,
         layouts=layouts,
         endpoint_choices=endpoint_choices if settings.endpoint_knobs else EndpointChoices(),
+        known_capacity=lambda: _best_rate(study),
     )
     outcome = optimize(
         study,
@@ -655,6 +667,12 @@ def run_workload_search(
         precisions=record.precisions,
         final_rounds_reused=reused,
     )
+
+
+def _best_rate(study: TuningStudy) -> float | None:
+    """The total rate the best trial of the study held at its capacity (None: none held)."""
+    rates = [t.total_rate for t in study.read_workload().results if t.feasible and t.total_rate]
+    return max(rates, default=None)
 
 
 @dataclass(frozen=True)
@@ -716,14 +734,9 @@ def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Final
 def _capacity_from(
     session: Bench, objective: TrafficObjective, screened_rate: float | None
 ) -> TrafficCapacity:
-    """A finalist's capacity, its ramp started at half its capacity in the search rather than
-    at the start rate: the walk up to a capacity already known once costs most of a ramp's
-    levels. Should that start miss (the config did worse now), the ramp steps down from it, to
-    the same floor as the search's ramps."""
-    start = objective.start_rate
-    if screened_rate:
-        start = max(start, screened_rate / 2)
-    return objective.capacity(session, start)
+    """A finalist's capacity, its ramp started at its capacity in the search (should that miss,
+    the config did worse now: the ramp steps down, to the same floor as the search's)."""
+    return objective.capacity(session, objective.start_rate, near=screened_rate)
 
 
 def _finalist_entries(
