@@ -100,6 +100,7 @@ def test_every_key_of_the_search_results_is_documented(session: FakeSession):
     )
     results = run_search(session, space, settings).to_dict()
     assert results["best"] and results["playoff"] and results["failed"], "the search left parts out"
+    assert list(results["phase_seconds"]) == ["precision checks", "baseline", "trials", "playoff"]
     keys = keys_of(results) | keys_of(RecordedPrecision("fp16", accepted=True).to_dict())
     assert undocumented(keys, "reference/results.md") == []
 

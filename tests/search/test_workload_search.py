@@ -103,6 +103,7 @@ def test_the_search_finds_priorities_and_admission_control_and_beats_the_baselin
     assert winner.median > result.baseline.median
     written = result.to_dict()
     assert written["gain_over_baseline"] > 1
+    assert list(written["phase_seconds"]) == ["precision checks", "trials", "final rounds"]
     # what each class was held to, per round and at the winner's capacity: its work and tail
     for finalist in written["finalists"]:
         assert len(finalist["classes_by_round"]) == 2

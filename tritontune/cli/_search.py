@@ -559,6 +559,7 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         )
     if outcome.stop_reason:
         console.print(f"stopped before the trial budget: {outcome.stop_reason}", highlight=False)
+    console.print(f"time: {outcome.phases.describe()}", highlight=False)
     if outcome.playoff is not None:
         _print_playoff(outcome)
     winner = outcome.winner

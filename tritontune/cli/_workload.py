@@ -123,6 +123,7 @@ def search_workload(
         )
     if result.stop_reason:
         console.print(f"stopped before the trial budget: {result.stop_reason}", highlight=False)
+    console.print(f"time: {result.phases.describe()}", highlight=False)
     if winner is not None and traffic.routed:
         _print_models(winner)
     capacity = result.winner_capacity()

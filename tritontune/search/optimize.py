@@ -38,6 +38,7 @@ from tritontune.search.first_trials import FirstTrials, use_first_trials
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
+from tritontune.search.phases import Phases
 from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
 from tritontune.search.precisions import checked_precisions
@@ -146,6 +147,8 @@ class SearchResult:
     """Why the search stopped before its budget, if it did."""
     trials_this_run: int = 0
     restarts: int = 0
+    phases: Phases = field(default_factory=Phases)
+    """Seconds per phase of this run (precision checks, baseline, calibration, trials, playoff)."""
 
     @property
     def study_name(self) -> str:
@@ -249,6 +252,7 @@ class SearchResult:
             "trials_this_run": self.trials_this_run,
             "stopped_early_because": self.stop_reason,
             "server_restarts": self.restarts,
+            "phase_seconds": dict(self.phases.seconds),
             "precisions": {p: c.to_dict() for p, c in self.study.precisions.items()} or None,
         }
 
@@ -300,11 +304,14 @@ def run_search(
         identity=identity,
         sampler=make_sampler(settings.trials, settings.seed, settings.sampler),
     )
-    space = checked_precisions(study, session, space, settings.accuracy, progress.on_precisions)
+    phases = Phases()
+    with phases.timed("precision checks"):
+        space = checked_precisions(study, session, space, settings.accuracy, progress.on_precisions)
     use_space(study, space, what="--space (and --accuracy)")
     start_study(study, session, settings.measure, settings.trials)
     worker = this_worker()
-    baseline = _baseline(study, session, settings, progress, worker)
+    with phases.timed("baseline"):
+        baseline = _baseline(study, session, settings, progress, worker)
     if isinstance(space, PipelineSpace):
         space = _focus_on_bottleneck(space, baseline, settings.trials)
 
@@ -319,26 +326,29 @@ def run_search(
     if settings.strategy == Strategy.PREDICT:
         if isinstance(space, PipelineSpace):
             raise InputError(PREDICT_REFUSED)
-        objective = use_prediction(
+        with phases.timed("calibration"):
+            objective = use_prediction(
+                study,
+                session,
+                space,
+                objective,
+                slo_p99_s=settings.slo_p99_s,
+                load_mode=settings.load_mode,
+                max_load=settings.max_load,
+                worker=worker,
+                progress=progress.calibration,
+            )
+    with phases.timed("trials"):
+        outcome = optimize(
             study,
-            session,
-            space,
             objective,
-            slo_p99_s=settings.slo_p99_s,
-            load_mode=settings.load_mode,
-            max_load=settings.max_load,
+            session,
+            budget,
+            progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
             worker=worker,
-            progress=progress.calibration,
         )
-    outcome = optimize(
-        study,
-        objective,
-        session,
-        budget,
-        progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
-        worker=worker,
-    )
-    _playoff(study, session, space, settings, worker, progress)
+    with phases.timed("playoff"):
+        _playoff(study, session, space, settings, worker, progress)
     return SearchResult(
         study=study.read(),
         storage=settings.storage_name,
@@ -346,6 +356,7 @@ def run_search(
         stop_reason=outcome.stop_reason,
         trials_this_run=outcome.trials_this_run,
         restarts=session.restarts - restarts_before,
+        phases=phases,
     )
 
 

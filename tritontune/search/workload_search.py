@@ -53,6 +53,7 @@ from tritontune.search.first_trials import FirstTrials, use_first_trials
 from tritontune.search.instance_budget import instances_of, split_by_demand
 from tritontune.search.loop import Budget, LoopProgress, optimize
 from tritontune.search.objective import Evaluation
+from tritontune.search.phases import Phases
 from tritontune.search.pipeline_space import PipelineSpace, knob_name
 from tritontune.search.precisions import PrecisionsProgress, checked_precisions
 from tritontune.search.setup import make_sampler, start_study, use_space
@@ -141,6 +142,8 @@ class WorkloadSearchResult:
     final_rounds_reused: bool = False
     """The final rounds were not run by this run: the study's were over the same finalists
     (kept; empty while another worker of a shared study runs them)."""
+    phases: Phases = field(default_factory=Phases)
+    """Seconds per phase of this run."""
 
     @property
     def finalists(self) -> tuple[Finalist, ...]:
@@ -212,6 +215,7 @@ class WorkloadSearchResult:
             ],
             "winner_at_capacity": self.winner_at_capacity(),
             "final_rounds_reused": self.final_rounds_reused,
+            "phase_seconds": dict(self.phases.seconds),
             "stopped_early_because": self.stop_reason,
             "trials_this_run": self.trials_this_run,
             "server_restarts": self.restarts,
@@ -618,7 +622,11 @@ def run_workload_search(
         identity=WorkloadIdentity(model, traffic.to_dict()),
         sampler=make_sampler(settings.trials, settings.seed, settings.sampler),
     )
-    space = checked_precisions(study, session, space, settings.accuracy, progress.on_precisions, traffic)
+    phases = Phases()
+    with phases.timed("precision checks"):
+        space = checked_precisions(
+            study, session, space, settings.accuracy, progress.on_precisions, traffic
+        )
     use_space(study, space, what="--space (and --accuracy)")
     start_study(study, session, settings.measure, settings.trials)
     restarts_before = session.restarts
@@ -639,13 +647,14 @@ def run_workload_search(
         endpoint_choices=endpoint_choices if settings.endpoint_knobs else EndpointChoices(),
         known_capacity=lambda: _best_rate(study),
     )
-    outcome = optimize(
-        study,
-        objective,
-        session,
-        Budget.start(settings.trials, settings.timeout_s, None),
-        progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
-    )
+    with phases.timed("trials"):
+        outcome = optimize(
+            study,
+            objective,
+            session,
+            Budget.start(settings.trials, settings.timeout_s, None),
+            progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
+        )
     record = study.read_workload()
     top = [t.number for t in record.results if t.served][: settings.top]
     decided = [f.trial for f in record.final.finalists if f.trial is not None] if record.final else None
@@ -653,7 +662,8 @@ def run_workload_search(
     last: dict[str, TrafficCapacity] = {}
     reused = True
     if study.claim_final_rounds("workload-final", top, decided, this_worker()):
-        final, last = _final_rounds(session, objective, settings, record.results, progress)
+        with phases.timed("final rounds"):
+            final, last = _final_rounds(session, objective, settings, record.results, progress)
         study.save_workload_final(final)
         reused = False
     return WorkloadSearchResult(
@@ -666,6 +676,7 @@ def run_workload_search(
         restarts=session.restarts - restarts_before,
         precisions=record.precisions,
         final_rounds_reused=reused,
+        phases=phases,
     )
 
 
