@@ -203,12 +203,17 @@ CsvOption = Annotated[
 ]
 
 
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given: on the command line, in the config file or in the
+    environment (anything but its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
+
+
 def refuse_given(ctx: typer.Context, reasons: Mapping[str, str]) -> None:
-    """Refuse, in one line with its reason, the first parameter of ``reasons`` that was given:
-    on the command line, in the config file or in the environment (anything but its default)."""
+    """Refuse, in one line with its reason, the first parameter of ``reasons`` that was given."""
     for name, reason in reasons.items():
-        source = ctx.get_parameter_source(name)
-        if source is not None and source.name != "DEFAULT":
+        if given(ctx, name):
             param = next(p for p in ctx.command.params if p.name == name)
             flag = max(param.opts, key=len) if param.opts else name
             raise InputError(f"{flag}: {reason}")

@@ -25,6 +25,7 @@ from tritontune.cli._common import (
     app,
     console,
     err_console,
+    given,
     interval_text,
     kept_log_said,
     ms,
@@ -206,7 +207,7 @@ def search(
         typer.Option(
             help="Top candidates re-measured against each other and the baseline, interleaved, "
             "after the search (0: none; the screening figures then stand; with --workload, at "
-            "least 1: its final rounds pick the winner).",
+            "least 1, default 2: its final rounds pick the winner).",
             min=0,
         ),
     ] = PLAYOFF_TOP,
@@ -278,7 +279,9 @@ def search(
                 host_group=host_group,
                 start_rate=start_rate,
                 max_rate=max_load,
-                top=playoff_top,
+                # the top two by default (plus the baseline and the best split into endpoints):
+                # each round of a finalist is a capacity search, dearer than a playoff round
+                top=playoff_top if given(ctx, "playoff_top") else WorkloadSearchSettings.top,
                 rounds=playoff_rounds,
                 measure=measure,
                 layouts=layouts[layout],
