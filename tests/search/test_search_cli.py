@@ -304,3 +304,26 @@ def test_ctrl_c_then_the_same_command_resumes(
     assert "SCREENING figures" in again.stdout and "winner" in again.stdout
     assert "baseline (measured now)" in output
     assert "baseline (from the study)" in again.stderr  # reported, not measured again
+
+
+@pytest.mark.parametrize("command", ["search", "profile"])
+def test_a_pipeline_with_a_workload_is_refused_before_a_server_starts(tmp_path: Path, command):
+    """A pipeline is measured end to end with one class of load: an ensemble named with
+    ``--workload`` is refused when the session is opened (it used to start the server and stop
+    at its first traffic measurement), and ``--composing`` is refused with the options."""
+    from tests.pipelines import PIPELINE, write_pipeline
+
+    repository = write_pipeline(tmp_path / "repo")
+    started = time.monotonic()
+    shown = runner.invoke(
+        app, [command, "-r", str(repository), "-m", PIPELINE, "--workload", str(WORKLOAD)]
+    )
+    assert shown.exit_code == 2, shown.output
+    assert f"--model {PIPELINE}: a pipeline" in shown.output and "one class of load" in shown.output
+    assert time.monotonic() - started < 30  # refused, not measured: no server was launched
+    if command == "search":
+        composing = search(
+            "-r", str(repository), "-m", PIPELINE, "--workload", str(WORKLOAD),
+            "--composing", "scale",
+        )  # fmt: skip
+        assert composing.exit_code == 2 and "--composing: not with --workload" in composing.output

@@ -273,6 +273,7 @@ def profile(
             model_repository,
             model,
             composing=tuple(composing or ()),
+            for_traffic=traffic is not None,
             launch=server,
             load=load_generator,
             request_shape=request_shape,

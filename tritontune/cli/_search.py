@@ -297,7 +297,7 @@ def search(
             session = (
                 open_group_session(model_repository, traffic, model, **options)
                 if traffic.routed
-                else open_session(model_repository, target, **options)
+                else open_session(model_repository, target, for_traffic=True, **options)
             )
             search_workload(session, space, traffic, workload_settings, results, report)
             return

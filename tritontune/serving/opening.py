@@ -11,17 +11,28 @@ from typing import Any
 
 from tritontune.config.pipeline import is_pipeline
 from tritontune.config.repository import load_model_source
-from tritontune.serving.pipeline_session import open_pipeline_session
+from tritontune.errors import InputError
+from tritontune.serving.pipeline_session import NO_CLASSES, open_pipeline_session
 from tritontune.serving.session import TuningSession
 
 
 def open_session(
-    model_repository: Path, model: str, *, composing: tuple[str, ...] = (), **options: Any
+    model_repository: Path,
+    model: str,
+    *,
+    composing: tuple[str, ...] = (),
+    for_traffic: bool = False,
+    **options: Any,
 ) -> TuningSession:
     """A :class:`TuningSession` for ``model`` of ``model_repository`` (not started yet); for an
     ensemble, or a BLS model calling the ``composing`` models, a
-    :class:`~tritontune.serving.pipeline_session.PipelineSession` (validated first)."""
+    :class:`~tritontune.serving.pipeline_session.PipelineSession` (validated first).
+    ``for_traffic``: the session will measure a workload's classes, which a pipeline's does not
+    (refused here, before any server is launched)."""
     source = load_model_source(Path(model_repository), model)
-    if composing or is_pipeline(source.base_config):
+    pipeline = bool(composing) or is_pipeline(source.base_config)
+    if pipeline and for_traffic:
+        raise InputError(f"--model {model}: a pipeline (an ensemble or a BLS model): {NO_CLASSES}")
+    if pipeline:
         return open_pipeline_session(Path(model_repository), model, composing, **options)
     return TuningSession(source, **options)

@@ -53,7 +53,7 @@ from tritontune.precision.prepare import (
 from tritontune.serving.bench import LoadReceipt
 from tritontune.serving.session import TuningSession, version_targets
 
-_NO_CLASSES = (
+NO_CLASSES = (
     "a pipeline is measured end to end with one class of load; a workload's classes (each its "
     "own endpoint or model) are not searched for pipelines yet"
 )
@@ -237,15 +237,15 @@ class PipelineSession(TuningSession):
         return cached_input_data(model, inputs)
 
     def load_endpoints(self, variants: Any) -> LoadReceipt:
-        raise InputError(_NO_CLASSES)
+        raise InputError(NO_CLASSES)
 
     def load_routes(self, routes: Any) -> LoadReceipt:
-        raise InputError(_NO_CLASSES)
+        raise InputError(NO_CLASSES)
 
     def measure_traffic(
         self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
     ) -> TrafficMeasurement:
-        raise InputError(_NO_CLASSES)
+        raise InputError(NO_CLASSES)
 
 
 def _described(data: str, captured: dict[Path, str], before: tuple[str, ...], *, bls: bool) -> str:
