@@ -295,6 +295,20 @@ def test_a_finalists_rounds_start_at_its_capacity_in_the_search(session):
         assert any(r == pytest.approx(screened.total_rate) for r in rates), rates
 
 
+def test_final_rounds_measure_a_finalist_once_per_round_where_it_held(session):
+    """As the playoff: after the first round (a trial's at its capacity in the search; the
+    baseline's and the endpoints' a ramp), each round is one level at the capacity it held."""
+    result = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=3))
+    by_trial = {t.number: t for t in result.trials}
+    for finalist in result.finalists:
+        last = result.last_capacity[finalist.label]
+        assert len(last.levels) == 1 and last.feasible, finalist.label
+        assert len(finalist.rates) == 3
+        if finalist.trial is not None and finalist.layout is Layout.SHARED:
+            assert finalist.rates[0] == pytest.approx(by_trial[finalist.trial].total_rate)
+        assert len(set(finalist.rates)) == 1  # the modelled server holds where it held
+
+
 def test_a_trials_ramp_starts_at_the_best_capacity_so_far(session):
     """The first trial walks up from the start rate; each later one starts at the best capacity
     a trial held before it (the answer is near there)."""

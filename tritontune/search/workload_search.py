@@ -62,6 +62,7 @@ from tritontune.search.traffic_capacity import (
     DEFAULT_MAX_RATE,
     DEFAULT_START_RATE,
     MIN_RATE_FRACTION,
+    NEAR_STEP,
     TrafficCapacity,
     find_traffic_capacity,
 )
@@ -532,8 +533,16 @@ class TrafficObjective:
         else:
             switch_s = bench.load(variant).switch_s
         known = self.known_capacity() if self.known_capacity else None
-        capacity = self.capacity(bench, self.start_rate, near=known)
+        capacity = self.capacity(bench, known or self.start_rate, near=known)
         return Evaluation(capacity.figure(), switch_s)
+
+    def at_rate(self, bench: Bench, rate: float) -> TrafficCapacity:
+        """What ``bench`` has loaded measured at ``rate`` alone: its capacity when every class
+        meets its objective there, none (:attr:`TrafficCapacity.best` None) when one misses."""
+        level = bench.measure_traffic(self.traffic, rate, self.measure)
+        return TrafficCapacity(
+            self.traffic, (level,), level if level.meets(self.traffic) else None, min_rate=rate
+        )
 
     @property
     def min_rate(self) -> float:
@@ -542,14 +551,14 @@ class TrafficObjective:
 
     def capacity(self, bench: Bench, start_rate: float, *, near: float | None = None) -> TrafficCapacity:
         """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate`` (and
-        stepping down to :attr:`min_rate` should that miss), or at ``near``, a capacity it is
-        expected close to (a finalist's own in the search; the best trial's so far, for the
-        next trial): walking up from a start rate far below the answer cost most of a ramp's
-        levels (on MiniLM's mix, 2 req/s doubling up to ~20)."""
+        stepping down to :attr:`min_rate` should that miss), in small steps near ``near``, a
+        capacity it is expected close to (a finalist's own in the search; the best trial's so
+        far, for the next trial): walking up from a start rate far below the answer cost most
+        of a ramp's levels (on MiniLM's mix, 2 req/s doubling up to ~20)."""
         return traffic_capacity(
             bench,
             self.traffic,
-            near or start_rate,
+            start_rate,
             self.measure,
             max_rate=self.max_rate,
             min_rate=self.min_rate,
@@ -703,17 +712,38 @@ def _final_rounds(
     trials: list[TrialResult],
     progress: WorkloadSearchProgress,
 ) -> tuple[WorkloadFinal, dict[str, TrafficCapacity]]:
+    """Each finalist measured in interleaved rounds, as the playoff measures its contenders: at
+    the capacity it held (its trial's for the first round, then its own last round's), one level
+    per round; only a finalist that misses there, or has no capacity yet (the baseline, the best
+    config split into endpoints), has its capacity found again, near where it was. Every round
+    walking a whole ramp per finalist was most of a workload search's time (20 of MiniLM's 32
+    minutes)."""
     entries = _finalist_entries(session, objective, settings, trials)
     last: dict[str, TrafficCapacity] = {}
     done: dict[str, list[TrafficCapacity]] = {e.finalist.label: [] for e in entries}
+    held = {e.finalist.label: e.screened_rate for e in entries if e.screened_rate}
 
     def measure(entry: _Entry) -> TrafficCapacity:
+        label = entry.finalist.label
         if isinstance(entry.load, dict):
             session.load_endpoints(entry.load)
         else:
             session.load(entry.load)
-        capacity = _capacity_from(session, objective, entry.screened_rate)
-        last[entry.finalist.label] = capacity
+        rate = held.get(label)
+        capacity = objective.at_rate(session, rate) if rate else None
+        if capacity is None:
+            capacity = _capacity_from(session, objective, entry.screened_rate)
+        elif capacity.best is None and rate:  # missed where it held: found again near there
+            missed = capacity.levels
+            again = objective.capacity(session, rate / NEAR_STEP, near=rate)
+            capacity = dataclasses.replace(
+                again,
+                levels=tuple(sorted(missed + again.levels, key=lambda m: m.total_rate)),
+                stepped_down=True,
+            )
+        if capacity.best is not None:
+            held[label] = capacity.total_rate
+        last[label] = capacity
         return capacity
 
     def report(round_number: int, entry: _Entry, capacity: TrafficCapacity | None) -> None:
@@ -747,7 +777,7 @@ def _capacity_from(
 ) -> TrafficCapacity:
     """A finalist's capacity, its ramp started at its capacity in the search (should that miss,
     the config did worse now: the ramp steps down, to the same floor as the search's)."""
-    return objective.capacity(session, objective.start_rate, near=screened_rate)
+    return objective.capacity(session, screened_rate or objective.start_rate, near=screened_rate)
 
 
 def _finalist_entries(
