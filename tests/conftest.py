@@ -378,6 +378,7 @@ def group_study(tmp_path_factory: pytest.TempPathFactory, example_repository: Pa
     from tritontune.measure.traffic import read_traffic
     from tritontune.search.instance_budget import InstanceBudget
     from tritontune.search.pipeline_space import group_space
+    from tritontune.search.space import Choice
     from tritontune.search.workload_search import WorkloadSearchSettings, run_workload_search
     from tritontune.serving.group_session import open_group_session
 
@@ -386,7 +387,10 @@ def group_study(tmp_path_factory: pytest.TempPathFactory, example_repository: Pa
     (root / "two.yaml").write_text(WORKLOAD)
     traffic = read_traffic(root / "two.yaml")
     budget = InstanceBudget.of(TargetCapabilities(), os.cpu_count() or 1)
-    space = group_space({"mlp_a": MODEL_SPACE, "mlp_b": MODEL_SPACE}, budget)
+    # mlp_b in INT8: a group's models are precision-checked (each on its classes' data) and
+    # served in their variants like one model's
+    int8 = MODEL_SPACE.replace("precision", Choice(("int8_dynamic",)))
+    space = group_space({"mlp_a": MODEL_SPACE, "mlp_b": int8}, budget)
     settings = WorkloadSearchSettings(
         trials=2, seed=3, storage=f"sqlite:///{root / 'g.db'}", study_name="g",
         start_rate=400.0, max_rate=800.0, top=1, rounds=1, measure=FAST,

@@ -39,8 +39,14 @@ def test_an_exported_group_is_checked_as_one_workload(
         # each model's config is the winner's config of it, beside its own files and record
         tuned = parse_config_text(winner.models[model], source="the winner")
         assert read_config(out / model / "config.pbtxt") == tuned
-        assert (out / model / "1" / "model.onnx").is_file()
+        # mlp_b was searched in INT8: its variant is exported in place of its weights
+        weights = "model.int8_dynamic.onnx" if model == "mlp_b" else "model.onnx"
+        assert sorted(p.name for p in (out / model / "1").iterdir()) == [weights]
         record = read_record(out / model / RECORD_FILE)
+        assert set(record.model_files) == {f"1/{weights}"}
+        assert (record.precision or {}).get("precision") == (
+            "int8_dynamic" if model == "mlp_b" else None
+        )
         assert isinstance(record, WorkloadRecord) and record.model == model
         assert record.routes == {"chat": "mlp_a", "embed": "mlp_b"}
         assert record.tuned_from["trial"] == winner.trial

@@ -34,6 +34,11 @@ def test_two_models_on_one_server_each_class_served_by_its_own(group_study: Grou
         # Triton's statistics of each model, for each level of its capacity
         assert set(trial.capacity.detail["best"]["server"]) == {"mlp_a", "mlp_b"}
 
+    # mlp_b's INT8 variant was built and judged (on synthesized inputs: no class names data)
+    # before the trials, and every trial served it
+    assert result.precisions["mlp_b/int8_dynamic"].accepted
+    assert all(t.knobs[PIPELINE_KNOBS]["mlp_b"]["precision"] == "int8_dynamic" for t in result.trials)
+
     winner = result.winner
     assert winner is not None and winner.routes == {"chat": "mlp_a", "embed": "mlp_b"}
     assert set(winner.models) == {"mlp_a", "mlp_b"}
