@@ -200,7 +200,9 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
             threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
 
     progress = SearchProgress(on_trial_start=kill_during_second_trial)
-    result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2, playoff=NO_PLAYOFF), progress)
+    # One load level a ramp (concurrency 1, over 1 s: the kill lands inside the second trial).
+    cfg = settings(tmp_path, trials=2, playoff=NO_PLAYOFF, max_load=1)
+    result = run_search(session, SMALL_SPACE, cfg, progress)
     assert killed and session.server.launcher.pid != killed[0]
     # the killed server's backend stubs were stopped on restart
     assert orphaned_stubs(session.server.work_dir) == []
