@@ -14,6 +14,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tritontune.measure import loadgen
+from tritontune.measure.arrivals import Arrival
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
     LoadGenerator,
@@ -226,3 +227,28 @@ def test_a_closed_loops_client_lag_is_each_workers_turnaround_read_off_its_stamp
     replies = sorted(d for _, d in sends)
     for lag in turnaround[:10]:
         assert any(abs(s - d - lag) < 1e-9 for s, _ in sends for d in replies), lag
+
+
+def test_a_low_rate_level_ends_when_its_controller_does_not_at_the_next_arrival():
+    """At 0.5 req/s the next arrival is 2 s away when the level ends: the load generator returns
+    without waiting for it (the arrival ticker's wait is cut short), and sends nothing more."""
+
+    async def main() -> tuple[RequestLog, float]:
+        server, _, address = await serve()
+        generator = LoadGenerator(Endpoint.grpc(address), [request("a")], seed=1)
+
+        async def controller(log: RequestLog, _: LoadTransport) -> None:
+            await asyncio.sleep(0.3)
+
+        try:
+            started = time.perf_counter()
+            log = await generator.run(
+                LoadSpec.rate(0.5, arrival=Arrival.CONSTANT), controller, max_requests=100
+            )
+            return log, time.perf_counter() - started
+        finally:
+            await server.stop(None)
+
+    log, took = asyncio.run(main())
+    assert len(log) == 0 and log.scheduled == []  # the first arrival was due at 2 s
+    assert took < 1.1  # the wait for that arrival ended with the level (it was >= 1.3 s)

@@ -123,7 +123,8 @@ def test_a_space_file_fixes_one_models_knobs_while_the_others_are_searched(
     """``--space`` keyed by model, through the CLI on the real server: shift (the bottleneck,
     searched alone in both trials) has its instances fixed and its queue delay narrowed, and
     scale (not searched while shift is) keeps the instances the file fixes, which its own config
-    does not have; the same command resumes the study (its space kept as searched)."""
+    does not have; the same command resumes the study (its space kept as searched). What is
+    under test is the space, not the figures: one load level a ramp (--max-load 1)."""
     import json
 
     from typer.testing import CliRunner
@@ -140,7 +141,7 @@ def test_a_space_file_fixes_one_models_knobs_while_the_others_are_searched(
     results, storage = tmp_path / "results.json", f"sqlite:///{tmp_path / 's.db'}"
     command = [
         "search", "-r", str(pipeline_repository), "-m", PIPELINE, "--slo-p99", "100ms",
-        "--space", str(space), "--trials", "2", "--seed", "5", "--max-load", "8",
+        "--space", str(space), "--trials", "2", "--seed", "5", "--max-load", "1",
         "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4", "--playoff-top", "0",
         "--storage", storage, "--study", "fixed", "--results", str(results),
     ]  # fmt: skip

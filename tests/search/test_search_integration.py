@@ -115,7 +115,9 @@ def test_interrupted_search_resumes_to_the_full_count(session, tmp_path: Path):
     def count_baseline():
         calls["baselines"] += 1
 
-    cfg = settings(tmp_path, trials=3, playoff=NO_PLAYOFF)
+    # What is under test is which trials count and which config is measured again: one load
+    # level a ramp (concurrency 1, the floor and the cap) is enough for that.
+    cfg = settings(tmp_path, trials=3, playoff=NO_PLAYOFF, max_load=1)
     with pytest.raises(KeyboardInterrupt):
         run_search(
             session,
@@ -149,7 +151,9 @@ def test_config_that_fails_to_load_does_not_stop_the_search(session, tmp_path: P
             "intra_op_thread_count": Choice((1, 10**12)),
         }
     )
-    result = run_search(session, space, settings(tmp_path, trials=4, seed=3, playoff=NO_PLAYOFF))
+    # One load level a ramp (concurrency 1): what is under test is the config that fails to load.
+    cfg = settings(tmp_path, trials=4, seed=3, playoff=NO_PLAYOFF, max_load=1)
+    result = run_search(session, space, cfg)
     # Two distinct configs exist: both get measured, re-proposals are not measured again.
     assert result.stop_reason == "every one of the space's 2 configs was tried"
     assert len(result.failed) == 1 and len(result.results) == 1
@@ -196,7 +200,9 @@ def test_a_server_killed_from_outside_does_not_fail_the_config(session, tmp_path
             threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
 
     progress = SearchProgress(on_trial_start=kill_during_second_trial)
-    result = run_search(session, SMALL_SPACE, settings(tmp_path, trials=2, playoff=NO_PLAYOFF), progress)
+    # One load level a ramp (concurrency 1, over 1 s: the kill lands inside the second trial).
+    cfg = settings(tmp_path, trials=2, playoff=NO_PLAYOFF, max_load=1)
+    result = run_search(session, SMALL_SPACE, cfg, progress)
     assert killed and session.server.launcher.pid != killed[0]
     # the killed server's backend stubs were stopped on restart
     assert orphaned_stubs(session.server.work_dir) == []

@@ -71,7 +71,9 @@ def test_a_workload_trial_whose_server_is_killed_is_measured_again(
                 threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
 
         progress = WorkloadSearchProgress(on_trial_start=kill_during_second_trial)
-        endpoints = settings(tmp_path, layouts=(Layout.ENDPOINTS,))
+        # What is under test is the restart, not how far a config goes: its ramps are one level
+        # (400 req/s, the start and the cap) where they pass there.
+        endpoints = settings(tmp_path, layouts=(Layout.ENDPOINTS,), max_rate=400.0)
         result = run_workload_search(session, SPACE, traffic, endpoints, progress)
         assert killed and session.server.launcher.pid != killed[0]
     assert orphaned_stubs(own_servers) == []

@@ -97,6 +97,11 @@ SCHEDULER_ERRORS = (QUEUE_FULL_ERROR, QUEUE_TIMEOUT_ERROR)
 #: Closed loop over HTTP: how often the event loop's own lag is sampled
 #: (:attr:`LoadGenerator.turnaround`).
 LOOP_LAG_EVERY_S = 0.01
+#: The open loop's arrival ticker waits out a gap on its stop event until this long before the
+#: arrival, then sleeps the rest: a long gap (a low rate) ends as soon as the level does, not up
+#: to a second later, and the arrival is still sent on time (``time.sleep`` wakes within tens of
+#: microseconds).
+TICKER_SLEEP_S = 0.002
 #: The gRPC method every inference goes to (tritonclient's stub calls the same).
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 
@@ -620,6 +625,9 @@ class LoadGenerator:
             for due in arrival_times(start, gaps, *share):
                 if ticker_stop.is_set():
                     return
+                delay = due - time.perf_counter()
+                if delay > TICKER_SLEEP_S and ticker_stop.wait(delay - TICKER_SLEEP_S):
+                    return  # the level ended during the gap: no need to wait it out
                 delay = due - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
