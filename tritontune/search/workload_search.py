@@ -665,7 +665,7 @@ def run_workload_search(
             progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
         )
     record = study.read_workload()
-    top = [t.number for t in record.results if t.served][: settings.top]
+    top = [t.number for t in _top_trials(record.results, settings.top)]
     decided = [f.trial for f in record.final.finalists if f.trial is not None] if record.final else None
     final = record.final or WorkloadFinal((), None)
     last: dict[str, TrafficCapacity] = {}
@@ -687,6 +687,12 @@ def run_workload_search(
         final_rounds_reused=reused,
         phases=phases,
     )
+
+
+def _top_trials(trials: list[TrialResult], top: int) -> list[TrialResult]:
+    """The trials that enter the final rounds: the ``top`` best that served anything (``trials``
+    best first)."""
+    return [t for t in trials if t.served][:top]
 
 
 def _best_rate(study: TuningStudy) -> float | None:
@@ -730,17 +736,17 @@ def _final_rounds(
         else:
             session.load(entry.load)
         rate = held.get(label)
-        capacity = objective.at_rate(session, rate) if rate else None
-        if capacity is None:
-            capacity = _capacity_from(session, objective, entry.screened_rate)
-        elif capacity.best is None and rate:  # missed where it held: found again near there
-            missed = capacity.levels
-            again = objective.capacity(session, rate / NEAR_STEP, near=rate)
-            capacity = dataclasses.replace(
-                again,
-                levels=tuple(sorted(missed + again.levels, key=lambda m: m.total_rate)),
-                stepped_down=True,
-            )
+        if rate is None:  # no capacity yet: a ramp from the start rate
+            capacity = objective.capacity(session, objective.start_rate)
+        else:
+            capacity = objective.at_rate(session, rate)
+            if capacity.best is None:  # missed where it held: found again near there
+                again = objective.capacity(session, rate / NEAR_STEP, near=rate)
+                capacity = dataclasses.replace(
+                    again,
+                    levels=tuple(sorted(capacity.levels + again.levels, key=lambda m: m.total_rate)),
+                    stepped_down=True,
+                )
         if capacity.best is not None:
             held[label] = capacity.total_rate
         last[label] = capacity
@@ -772,14 +778,6 @@ def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Final
     )
 
 
-def _capacity_from(
-    session: Bench, objective: TrafficObjective, screened_rate: float | None
-) -> TrafficCapacity:
-    """A finalist's capacity, its ramp started at its capacity in the search (should that miss,
-    the config did worse now: the ramp steps down, to the same floor as the search's)."""
-    return objective.capacity(session, screened_rate or objective.start_rate, near=screened_rate)
-
-
 def _finalist_entries(
     session: Bench,
     objective: TrafficObjective,
@@ -791,7 +789,7 @@ def _finalist_entries(
     space, traffic = objective.space, objective.traffic
     everyone = traffic.routes(session.source.name)
     entries: list[_Entry] = []
-    top = [t for t in trials if t.served][: settings.top]
+    top = _top_trials(trials, settings.top)
     for t in top:
         variant = point_variant(space, traffic, t.params)
         if isinstance(variant, EndpointSplit):

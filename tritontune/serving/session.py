@@ -82,8 +82,6 @@ class TuningSession:
         self.served: ServedModel | None = None
         self.precisions: dict[str, PrecisionCheck] = {}
         """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
-        self._variant_files: dict[str, Path] = {}
-        """File name -> the precision variant built for this model (what an endpoint links)."""
         self._builder: ConfigBuilder | None = None
         self._loaded: Variant | None = None
         """The shared model's variant while it is loaded."""
@@ -259,8 +257,6 @@ class TuningSession:
             if check.accepted and precision != FP32 and check.path is not None:
                 filename = variant_filename(source.model_file.name, precision)
                 self.server.repository.add_file(source, filename, check.path)
-                if source is self.source:
-                    self._variant_files[filename] = check.path
         builder.allow_precisions(
             {p: None if check.accepted else check.reason for p, check in checks.items()}
         )
@@ -292,6 +288,15 @@ class TuningSession:
         self._requests = self._prepare(self.name, config, self.request_shape)
         return LoadReceipt({self.name: config}, switch_s)
 
+    def _variant_files(self) -> dict[str, Path]:
+        """File name -> each accepted precision variant of this model (what an endpoint links
+        beside its copy of the model)."""
+        return {
+            variant_filename(self.source.model_file.name, p): check.path
+            for p, check in self.precisions.items()
+            if check.accepted and p != FP32 and check.path is not None
+        }
+
     def load_endpoints(self, variants: Mapping[str, Variant]) -> LoadReceipt:
         """Serve the model as one endpoint per class instead of one shared model: ``NAME_class``,
         each with its own config (the export's endpoint naming), while the shared model is
@@ -301,7 +306,7 @@ class TuningSession:
         for role, variant in variants.items():
             source = dataclasses.replace(self.source, name=f"{self.name}_{role}")
             served[role] = (source, self.build(variant))
-        receipt = self._serve_endpoints(served, self._variant_files)
+        receipt = self._serve_endpoints(served, self._variant_files())
         self._again = partial(self.load_endpoints, dict(variants))
         return receipt
 
