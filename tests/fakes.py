@@ -64,6 +64,8 @@ class FakeSession:
         self.loaded: ModelConfig | None = None
         self.measured: list[int] = []
         self.capacity_scale = 1.0
+        self.capacity_scale_of: Callable[[ModelConfig], float] = lambda config: 1.0
+        """A further scale by the config measured (a machine unkind to some configs)."""
         """What the modelled server's capacity is multiplied by (a busier machine)."""
         self.loads: list[int] = []
         self.interrupt_after: int | None = None
@@ -133,7 +135,12 @@ class FakeSession:
         bounded = any(p.max_queue_size for p in batching.priority_queue_policy.values()) or (
             batching.default_queue_policy.max_queue_size > 0
         )
-        capacity = 100.0 * (self.loaded.max_batch_size or 1) * self.capacity_scale
+        capacity = (
+            100.0
+            * (self.loaded.max_batch_size or 1)
+            * self.capacity_scale
+            * self.capacity_scale_of(self.loaded)
+        )
         rates = traffic.rates(total_rate)
         demand = sum(rates[c.name] * c.request.batch_size for c in traffic.classes)
         utilization = min(demand / capacity, 0.999)

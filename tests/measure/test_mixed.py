@@ -597,3 +597,94 @@ def test_a_disturbed_window_starts_the_span_again_after_it(monkeypatch: pytest.M
     assert len(m.classes[0].p99_windows) == 3
     assert 0.25 < m.span_s < 0.5, m.span_s
     assert "re-measured until clean" in (m.interference.describe() or "")
+
+
+@pytest.mark.parametrize(("bound_ms", "early"), [(1, True), (1000, False)])
+def test_a_level_ends_as_soon_as_a_class_has_surely_missed(bound_ms: int, early: bool):
+    """Every reply of the in-process server takes 5 ms: against a 1 ms bound the class has surely
+    missed after its first windows, and the level ends there instead of waiting for replies it
+    never gets enough of; against 1 s it runs to its cap as before."""
+    import asyncio
+
+    from tritontune.measure import mixed
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.measure.traffic import parse_traffic
+
+    from .test_loadgen import request, serve
+
+    traffic = parse_traffic(
+        {"classes": [{"name": "a", "rate": 100, "slo_p99": f"{bound_ms}ms"}]}, where="test workload"
+    )
+    # never enough replies (10,000): the span ends early or at the cap, 0.05 + 3 x 0.15 x 4 = 1.85 s
+    settings = MeasureSettings(
+        warmup_s=0.05,
+        window_s=0.15,
+        min_window_requests=10_000,
+        stable_windows=2,
+        max_windows=3,
+        extra_windows=0,
+        detect_interference=False,
+    )
+
+    async def main() -> mixed.TrafficMeasurement:
+        server, _fake, address = await serve()
+        try:
+            requests = {"a": ClassRequests("m", [request("x")])}
+            return await mixed._measure(address, traffic, requests, 100.0, settings, seed=1)
+        finally:
+            await server.stop(None)
+
+    m = asyncio.run(main())
+    if early:
+        assert m.ended_early is not None and m.ended_early.startswith("a: ")
+        assert "past 1 ms" in m.ended_early
+        assert m.duration_s < 1.2, m.duration_s  # two windows and the warm-up, not the cap
+        assert not m.meets(traffic)  # the judged span agrees with the early end
+        assert m.to_dict(traffic)["ended_early"] == m.ended_early
+    else:
+        assert m.ended_early is None
+        assert "ended_early" not in m.to_dict(traffic)
+        assert m.duration_s >= 1.7, m.duration_s
+        assert m.meets(traffic)
+
+
+def test_the_span_starts_once_every_class_has_its_first_reply(monkeypatch: pytest.MonkeyPatch):
+    """Replies take 0.4 s, arrivals come every 10 ms: a span started after the 0.05 s warm-up
+    would count 40 requests still in flight as a backlog (about 60 % answered of 90 arrivals).
+    It starts once the first reply came, so the class keeps up, as it does."""
+    import asyncio
+
+    from tritontune.measure import mixed
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.measure.traffic import parse_traffic
+
+    from . import test_loadgen
+    from .test_loadgen import request, serve
+
+    monkeypatch.setattr(test_loadgen, "HOLD_S", 0.4)
+    traffic = parse_traffic(
+        {"classes": [{"name": "a", "rate": 100, "arrival": "constant"}]}, where="test workload"
+    )
+    settings = MeasureSettings(
+        warmup_s=0.05,
+        window_s=0.3,
+        min_window_requests=1,
+        stable_windows=3,
+        max_windows=3,
+        extra_windows=0,
+        detect_interference=False,
+    )
+
+    async def main() -> mixed.TrafficMeasurement:
+        server, _fake, address = await serve()
+        try:
+            requests = {"a": ClassRequests("m", [request("x")])}
+            return await mixed._measure(address, traffic, requests, 100.0, settings, seed=1)
+        finally:
+            await server.stop(None)
+
+    m = asyncio.run(main())
+    figures = m.figures("a")
+    assert figures.answered_rate / figures.offered_rate > 0.9, figures
+    assert m.meets(traffic), m.verdicts(traffic)
+    assert m.duration_s > 0.4 + 0.9  # the first reply, then the three windows

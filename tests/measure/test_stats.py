@@ -106,3 +106,18 @@ def test_server_split_from_counters():
     assert split.avg_compute_s == pytest.approx(0.001)
     empty = ServerSplit.from_delta(ModelStatsSnapshot())
     assert empty.avg_batch_size == 0 and empty.avg_queue_s == 0
+
+
+def test_surely_over_needs_more_past_the_line_than_chance_gives():
+    from tritontune.measure.stats import surely_over
+
+    # 1 % allowed: P(X >= 3 | 5) ~ 1e-5, P(X >= 3 | 50) = 1.4 %, P(X >= 4 | 50) = 0.16 %
+    assert surely_over(3, 5, 0.01, 0.01)
+    assert not surely_over(3, 50, 0.01, 0.01)
+    assert surely_over(4, 50, 0.01, 0.01)
+    assert not surely_over(0, 5, 0.01, 0.01)
+    assert not surely_over(3, 0, 0.01, 0.01)
+    # thousands of replies: no overflow, and the line sits near the share
+    assert not surely_over(60, 5000, 0.01, 0.01)
+    assert surely_over(80, 5000, 0.01, 0.01)
+    assert surely_over(1, 1, 0.0, 0.01)

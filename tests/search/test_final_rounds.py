@@ -40,3 +40,22 @@ def test_members_are_measured_round_by_round_and_a_fault_leaves_only_its_member_
     assert "refused" in rounds.errors[3]
     assert server.restarts == 3
     assert [(r, m) for r, m, f in seen if f is None] == [(1, "c"), (1, "refused")]
+
+
+def test_settled_members_sit_out_the_later_rounds_and_all_settled_ends_them():
+    server = Server(dies={})
+    figures = {"a": 100.0, "b": 10.0, "c": 90.0}
+    asked: list[dict[int, list[float]]] = []
+
+    def settle_b(so_far: dict[int, list[float]]) -> set[int]:
+        asked.append({i: list(f) for i, f in so_far.items()})
+        return {1} if len(so_far[0]) >= 2 else set()
+
+    rounds = interleaved_rounds(server, ["a", "b", "c"], 4, lambda m: figures[m], settled=settle_b)
+    assert [len(rounds.figures[i]) for i in range(3)] == [4, 2, 4]
+    assert rounds.settled == {1: 2}
+    assert len(asked) == 3  # before rounds 2, 3 and 4
+
+    everyone = interleaved_rounds(server, ["a", "b"], 5, lambda m: figures[m], settled=lambda f: {0, 1})
+    assert [len(everyone.figures[i]) for i in range(2)] == [1, 1]  # asked after round 1: all settled
+    assert everyone.settled == {0: 1, 1: 1}

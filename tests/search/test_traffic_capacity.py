@@ -523,3 +523,22 @@ def test_to_dict_when_infeasible():
     assert len(out["levels"]) == 1
     assert out["levels"][0]["meets_objectives"] is False
     assert not math.isnan(out["levels"][0]["goodput_per_s"])
+
+
+def test_a_level_that_ended_early_on_a_sure_miss_is_not_measured_again():
+    """Levels above the capacity end early (a class surely missed: the measurement says so):
+    no busy second did that, so the walk does not measure them again as it does a plain miss."""
+    base = modelled_server(1000.0)
+
+    def decisive(rate: float) -> TrafficMeasurement:
+        m = base(rate)
+        return m if m.meets(TRAFFIC) else dataclasses.replace(m, ended_early="interactive: 5 of 9")
+
+    measure, calls = recording(decisive)
+    found = find_traffic_capacity(measure, TRAFFIC, start=70.0)
+    assert found.remeasured == ()
+    assert len(calls) == len(set(calls))  # every rate once
+    plain, plain_calls = recording(base)
+    again = find_traffic_capacity(plain, TRAFFIC, start=70.0)
+    assert again.remeasured and len(plain_calls) > len(calls)
+    assert found.served == pytest.approx(again.served)

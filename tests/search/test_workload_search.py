@@ -8,6 +8,7 @@ re-measure its best configs against the baseline.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import optuna
@@ -303,10 +304,44 @@ def test_final_rounds_measure_a_finalist_once_per_round_where_it_held(session):
     for finalist in result.finalists:
         last = result.last_capacity[finalist.label]
         assert len(last.levels) == 1 and last.feasible, finalist.label
-        assert len(finalist.rates) == 3
+        # three rounds, or as many as it took to settle its place (far behind the leader)
+        assert len(finalist.rates) == result.settled_after.get(finalist.label, 3)
         if finalist.trial is not None and finalist.layout is Layout.SHARED:
             assert finalist.rates[0] == pytest.approx(by_trial[finalist.trial].total_rate)
         assert len(set(finalist.rates)) == 1  # the modelled server holds where it held
+
+
+def test_final_rounds_stop_early_once_every_place_is_settled(session):
+    """A finalist far behind the leader in every round (at most half its work, over two rounds)
+    sits out the rest, and once every place is settled the rounds stop: the machine is made to
+    give every config but one (the largest batches, with priority levels) a third of its
+    capacity."""
+
+    def kind(config) -> float:
+        favoured = config.max_batch_size == 64 and config.dynamic_batching.priority_levels > 0
+        return 1.0 if favoured else 1 / 3
+
+    session.capacity_scale_of = kind
+    result = run_workload_search(
+        session, SPACE, UNSHED, settings(trials=4, rounds=5, top=2, endpoints=False)
+    )
+    served = {f.label: f.served for f in result.finalists}
+    assert len(served) == 3 and "baseline" in served  # the top two and the model's own config
+    assert all(len(v) == 2 for v in served.values()), served  # not 5: settled after two rounds
+    assert result.settled_after == dict.fromkeys(served, 2)
+    assert result.to_dict()["final_rounds_settled_after"] == dict.fromkeys(served, 2)
+    top = max(served, key=lambda label: statistics.median(served[label]))
+    assert result.winner is not None and result.winner.label == top
+
+
+def test_final_rounds_go_on_while_a_finalist_is_close_to_the_leader(session):
+    """Without a far-behind finalist every round is measured (the settled rule never cuts a
+    close race short)."""
+    result = run_workload_search(
+        session, SPACE, UNSHED, settings(trials=4, rounds=4, top=2, endpoints=False)
+    )
+    assert result.settled_after == {}
+    assert all(len(f.served) == 4 for f in result.finalists)
 
 
 def test_a_trials_ramp_starts_at_the_best_capacity_so_far(session):

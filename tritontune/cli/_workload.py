@@ -185,6 +185,15 @@ def _search_with_progress(
             shown = f"{served:,.0f} infer/s served" if served is not None else "[red]failed[/]"
             err_console.print(f"  final round {round_number}: {finalist.label} {shown}", highlight=False)
 
+        def settled_note(settled_after: dict[str, int]) -> None:
+            for label, rounds in settled_after.items():
+                err_console.print(
+                    f"  final rounds: {label} sat out after round {rounds} (its place could not "
+                    "change: far behind the leader in every round, or the leader with everyone far "
+                    "behind it)",
+                    highlight=False,
+                )
+
         return run_workload_search(
             session,
             space,
@@ -196,6 +205,7 @@ def _search_with_progress(
                 final_round,
                 print_precisions,
                 lambda first: err_console.print(first.describe(), highlight=False),
+                settled_note,
             ),
         )
 

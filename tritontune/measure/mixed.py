@@ -2,19 +2,25 @@
 
 Each class is an open-loop Poisson stream of its own requests (its batch size, data, priority and
 queue timeout; :mod:`tritontune.measure.traffic`), at its part of the total rate, all over one
-connection, to one model (a shared endpoint) or each to its own model (separate endpoints). After
-a warm-up, a span of at least ``stable_windows`` windows is measured; each class's figures cover
-exactly that span: throughput, latency from the *scheduled* send time (so queueing shows, and a class is
-never flattered by a slow client), rejections (admission control) and queue timeouts counted
-apart from other failures. The span is extended window by window until every class has
-``min_window_requests`` answers in it (a p99 of a handful of requests is its maximum), up to the
-level's time cap. Per-window p99s give each class's spread, and the machine's interference is
-sampled per window as for one class: a disturbed window starts the span again after it (up to
-``extra_windows`` times), so the reported span is clean where it could be made so. So is the load
-generator's own cost (:mod:`tritontune.measure.client_cost`): a level the client limited is
-flagged client-bound by the same rule as a single class's
-(:attr:`TrafficMeasurement.client_bound`), and with ``--load-processes auto`` it is measured again
-with more load processes.
+connection, to one model (a shared endpoint) or each to its own model (separate endpoints). After a
+warm-up, a span of at least ``stable_windows`` windows is measured; each class's figures cover
+exactly that span, which starts only once every class has had its first reply (its pipeline filled:
+at most a quarter of the level's time cap is spent waiting for it): throughput, latency from the
+*scheduled* send time (so queueing shows, and a class is never flattered by a slow client),
+rejections (admission control) and queue timeouts counted apart from other failures. The span is
+extended window by window until every class has ``min_window_requests`` answers in it (a p99 of a
+handful of requests is its maximum), up to the level's time cap, unless a class has *surely* missed
+its objective already: once the span has its ``stable_windows`` windows, a class with so many
+replies past its p99 bound (or so many failures) that a class meeting its objective would show them
+with a chance under :data:`SURELY_MISSED_CHANCE` ends the level there
+(:attr:`TrafficMeasurement.ended_early` says why). A level far above a config's capacity so costs
+about a second, not the cap; every passing level still waits for its replies. Per-window p99s give
+each class's spread, and the machine's interference is sampled per window as for one class: a
+disturbed window starts the span again after it (up to ``extra_windows`` times), so the reported
+span is clean where it could be made so. So is the load generator's own cost
+(:mod:`tritontune.measure.client_cost`): a level the client limited is flagged client-bound by the
+same rule as a single class's (:attr:`TrafficMeasurement.client_bound`), and with
+``--load-processes auto`` it is measured again with more load processes.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from tritontune.measure.measurement import (
     no_gc_pauses,
     remarks,
 )
-from tritontune.measure.stats import LatencyStats, spread
+from tritontune.measure.stats import LatencyStats, spread, surely_over
 from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.server.client import ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
@@ -55,6 +61,13 @@ from tritontune.server.endpoint import Endpoint
 #: A class keeps up when at least this part of its arrivals in the span were answered (served, or
 #: shed where it may be): below it, a backlog is growing in the server's queue.
 KEEP_UP_FRACTION = 0.9
+#: A level ends early when a class has surely missed: its replies past the p99 bound (or its
+#: failures) would be this unlikely were only 1 % of them past it (:func:`stats.surely_over`).
+SURELY_MISSED_CHANCE = 0.01
+#: ... and at least this many of them: one stray slow reply never ends a level.
+SURELY_MISSED_MIN = 3
+#: The share of a class's replies its p99 bound allows past it.
+P99_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -202,6 +215,9 @@ class TrafficMeasurement:
     interference: Interference | None = None
     client: ClientCost | None = None
     """What the load generator cost over the span, and whether it limited it."""
+    ended_early: str | None = None
+    """Why the span ended before every class had its replies: a class had surely missed its
+    objective (None: it ran its course)."""
 
     @property
     def client_bound(self) -> bool:
@@ -249,6 +265,8 @@ class TrafficMeasurement:
             "client": self.client.to_dict() if self.client else None,
             "disturbance": self.remarks(),
         }
+        if self.ended_early is not None:
+            out["ended_early"] = self.ended_early
         if self.client_bound:  # as a single-class level says it (only when true)
             out = {"client_bound": True} | out
         if traffic is not None:
@@ -330,6 +348,7 @@ async def _measure(
     started = time.perf_counter()
     reported = 0
     """The edge the reported span starts at: after the last disturbed window re-measured."""
+    ended_early: str | None = None
 
     async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
         at = time.perf_counter()
@@ -346,8 +365,14 @@ async def _measure(
         return probe.sample(answered, lags)
 
     async def controller(streams: list[Stream], transport: LoadTransport) -> None:
-        nonlocal reported
+        nonlocal reported, ended_early
         await asyncio.sleep(settings.warmup_s)
+        # A class's replies lag its arrivals by its latency: a span started before each class
+        # had its first reply counts a pipeline still filling as a backlog (MiniLM's batches of
+        # 8, 1-2 s each, read "answered 89 % of its arrivals" at rates they kept up with).
+        filled_by = started + settings.time_cap() / 4
+        while any(len(s.log) == 0 for s in streams) and time.perf_counter() < filled_by:
+            await asyncio.sleep(min(settings.window_s, 0.05))
         probe = None
         threads = generator.load_threads()  # this loop's thread, or each load worker's
         if settings.detect_interference:
@@ -371,6 +396,10 @@ async def _measure(
             start = edges[reported]
             answered = min(edges[-1].counts[n] - start.counts[n] for n in start.counts)
             windows = len(edges) - 1 - reported
+            if windows >= settings.stable_windows:
+                ended_early = _surely_missed(streams, traffic, start, edges[-1])
+                if ended_early is not None:
+                    return
             if windows >= settings.stable_windows and (
                 answered >= settings.min_window_requests or time.perf_counter() >= deadline
             ):
@@ -396,7 +425,29 @@ async def _measure(
         server=server,
         interference=Interference.of(loads, loads[reported:]) if loads else None,
         client=ClientCost.of(client[reported:], processes=processes) if client else None,
+        ended_early=ended_early,
     )
+
+
+def _surely_missed(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Edge) -> str | None:
+    """Why a class has surely missed its objective between two edges (one line), or None."""
+    for stream in streams:
+        cls = traffic.get(stream.name)
+        lo, hi = first.counts[stream.name], last.counts[stream.name]
+        errors = stream.log.error[lo:hi]
+        failed = sum(1 for e in errors if e is not None and not (cls.may_shed and e in SCHEDULER_ERRORS))
+        if failed >= SURELY_MISSED_MIN and surely_over(
+            failed, hi - lo, MAX_ERROR_RATE, SURELY_MISSED_CHANCE
+        ):
+            return f"{cls.name}: {failed} of {hi - lo} requests failed"
+        bound = cls.latency_bound_s
+        if bound is None:
+            continue
+        ok = [lat for lat, e in zip(stream.log.latency[lo:hi], errors, strict=True) if e is None]
+        past = sum(1 for lat in ok if lat > bound)
+        if past >= SURELY_MISSED_MIN and surely_over(past, len(ok), P99_SHARE, SURELY_MISSED_CHANCE):
+            return f"{cls.name}: {past} of {len(ok)} replies past {bound * 1e3:g} ms"
+    return None
 
 
 def _class_figures(

@@ -117,3 +117,24 @@ def is_stable(windows: Sequence[WindowSummary], *, count: int, tolerance: float)
         and spread([w.mean_latency for w in last]) <= tolerance
         and spread([w.p99 for w in last]) <= 2 * tolerance
     )
+
+
+def surely_over(past: int, count: int, share: float, chance: float) -> bool:
+    """Is more than ``share`` of what ``count`` samples were drawn from past a line, when
+    ``past`` of them are? Yes when so many would be past it by less than ``chance`` were only
+    ``share`` of the population (the binomial tail P(X >= past | count, share) < chance).
+
+    What lets a level end as soon as a class has surely missed its objective (a p99 is past its
+    bound when more than 1 % of the replies are): 3 of 5 replies past it decides at once, 3 of
+    50 does not (P = 1.4 %), so a stray slow reply never ends a level."""
+    if past <= 0 or count <= 0:
+        return False
+    if share <= 0:
+        return True
+    # the pmf term by term (no factorials: a level has thousands of replies)
+    term = (1.0 - share) ** count
+    below = 0.0
+    for i in range(past):
+        below += term
+        term *= (count - i) / (i + 1) * share / (1.0 - share)
+    return 1.0 - below < chance

@@ -9,6 +9,11 @@ What differs is the figure of merit, which the caller's ``measure`` returns: a
 (:mod:`tritontune.search.playoff`), a capacity for a traffic mix
 (:mod:`tritontune.search.workload_search`).
 
+A round is only as wide as it must be: with ``settled``, the caller names after each round the
+members whose place no further round can change (the workload's final rounds: a finalist far
+behind the leader in every round so far, :func:`tritontune.study.duet.settled`); they sit out the
+rounds that follow, and once every member is settled the rounds stop.
+
 Every measurement runs under the fault policy (:func:`tritontune.serving.faults.with_restarts`):
 a server that dies is restarted and the measurement made again; a config that brings it down
 twice, or that Triton refuses, is left out of the rounds that follow, with the reason.
@@ -33,6 +38,9 @@ class Rounds(Generic[F]):
 
     figures: dict[int, list[F]] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
+    settled: dict[int, int] = field(default_factory=dict)
+    """Members that sat out the later rounds, by position: after how many rounds they were
+    settled."""
 
 
 def interleaved_rounds(
@@ -41,14 +49,22 @@ def interleaved_rounds(
     rounds: int,
     measure: Callable[[K], F],
     on_figure: Callable[[int, K, F | None], None] | None = None,
+    settled: Callable[[dict[int, list[F]]], set[int]] | None = None,
 ) -> Rounds[F]:
     """Measure every member once per round, in the same order each round (see the module
     docstring). ``on_figure(round, member, figure)`` reports each measurement (None: the member
-    failed and leaves the rounds)."""
+    failed and leaves the rounds). ``settled(figures)``, asked after each round with every
+    member's figures so far (failed members left out), names the members that sit out the rest."""
     out: Rounds[F] = Rounds({i: [] for i in range(len(members))})
     for round_number in range(1, rounds + 1):
+        if settled is not None and round_number > 1:
+            alive = {i: f for i, f in out.figures.items() if i not in out.errors}
+            for i in sorted(settled(alive)):
+                out.settled.setdefault(i, round_number - 1)
+            if all(i in out.settled or i in out.errors for i in range(len(members))):
+                break
         for i, member in enumerate(members):
-            if i in out.errors:
+            if i in out.errors or i in out.settled:
                 continue
             try:
                 figure, _ = with_restarts(server, partial(measure, member))

@@ -24,7 +24,8 @@ where the client stopped the walk.
 
 A failing level is measured again up to ``confirm`` times and counts as failed only if every try
 failed: on a shared machine one busy second puts a p99 over its bound, and the answer must not be
-set by it. ``measure`` is a function, so both searches are tested on a modelled server.
+set by it. A level the caller says missed beyond doubt (``decided``) is not measured again.
+``measure`` is a function, so both searches are tested on a modelled server.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class RampRules(Generic[M]):
     """The load generator, not the config, limited this level (its figure is the client's)."""
     down_step: Callable[[float], float] = lambda load: DOWN_STEP
     """The factor a failing first load is stepped down by, given the load that failed (> 1)."""
+    decided: Callable[[M], bool] = lambda level: False
+    """This failing level missed beyond doubt (a traffic level that ended as soon as a class had
+    surely missed): ``confirm`` does not measure it again."""
 
 
 @dataclass
@@ -123,7 +127,7 @@ def ramp_and_bisect(
         if load not in measured:
             level = measure(load)
             for _ in range(rules.confirm):
-                if passes(level) or rules.limited(level):
+                if passes(level) or rules.limited(level) or rules.decided(level):
                     break
                 remeasured.append(load)
                 level = measure(load)

@@ -196,7 +196,9 @@ def find_traffic_capacity(
 
     A level that misses an objective is measured again up to ``confirm`` times, and counts as
     missed only if every try missed: on a shared machine one busy second puts a p99 over its
-    SLO, and the capacity must not be set by it (the retries are listed in the result).
+    SLO, and the capacity must not be set by it (the retries are listed in the result). A level
+    that ended early because a class had surely missed
+    (:attr:`~tritontune.measure.mixed.TrafficMeasurement.ended_early`) is not tried again.
 
     ``near``: a total rate the capacity is expected close to (the best trial's so far, a
     finalist's own in the search). The ramp steps by :data:`NEAR_STEP` up or down while within
@@ -220,6 +222,8 @@ def find_traffic_capacity(
         max_bisections=max_bisections,
         confirm=confirm,
         limited=lambda level: level.client_bound,
+        # a level that ended as soon as a class had surely missed is no busy second's doing
+        decided=lambda level: level.ended_early is not None,
     )
     if min_rate is None:
         min_rate = start * MIN_RATE_FRACTION

@@ -67,6 +67,7 @@ from tritontune.search.traffic_capacity import (
     find_traffic_capacity,
 )
 from tritontune.serving.bench import Bench
+from tritontune.study.duet import settled
 from tritontune.study.figures import Finalist
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import (
@@ -145,6 +146,9 @@ class WorkloadSearchResult:
     (kept; empty while another worker of a shared study runs them)."""
     phases: Phases = field(default_factory=Phases)
     """Seconds per phase of this run."""
+    settled_after: dict[str, int] = field(default_factory=dict)
+    """Finalists whose place no further round could change, by label: after how many rounds
+    they sat out the rest (:func:`tritontune.study.duet.settled`)."""
 
     @property
     def finalists(self) -> tuple[Finalist, ...]:
@@ -216,6 +220,7 @@ class WorkloadSearchResult:
             ],
             "winner_at_capacity": self.winner_at_capacity(),
             "final_rounds_reused": self.final_rounds_reused,
+            "final_rounds_settled_after": dict(self.settled_after),
             "phase_seconds": dict(self.phases.seconds),
             "stopped_early_because": self.stop_reason,
             "trials_this_run": self.trials_this_run,
@@ -234,6 +239,8 @@ class WorkloadSearchProgress:
     """The precision variants built and checked before the search (accepted or not)."""
     on_first_trials: Callable[[FirstTrials], None] | None = None
     """The first trials (each accepted precision, each compute setting)."""
+    on_settled: Callable[[dict[str, int]], None] | None = None
+    """The finalists that sat out the last rounds, by label: after how many rounds."""
 
 
 def workload_space(space: SearchSpace, traffic: Traffic) -> SearchSpace:
@@ -669,10 +676,13 @@ def run_workload_search(
     decided = [f.trial for f in record.final.finalists if f.trial is not None] if record.final else None
     final = record.final or WorkloadFinal((), None)
     last: dict[str, TrafficCapacity] = {}
+    settled_after: dict[str, int] = {}
     reused = True
     if study.claim_final_rounds("workload-final", top, decided, this_worker()):
         with phases.timed("final rounds"):
-            final, last = _final_rounds(session, objective, settings, record.results, progress)
+            final, last, settled_after = _final_rounds(
+                session, objective, settings, record.results, progress
+            )
         study.save_workload_final(final)
         reused = False
     return WorkloadSearchResult(
@@ -686,6 +696,7 @@ def run_workload_search(
         precisions=record.precisions,
         final_rounds_reused=reused,
         phases=phases,
+        settled_after=settled_after,
     )
 
 
@@ -717,13 +728,16 @@ def _final_rounds(
     settings: WorkloadSearchSettings,
     trials: list[TrialResult],
     progress: WorkloadSearchProgress,
-) -> tuple[WorkloadFinal, dict[str, TrafficCapacity]]:
+) -> tuple[WorkloadFinal, dict[str, TrafficCapacity], dict[str, int]]:
     """Each finalist measured in interleaved rounds, as the playoff measures its contenders: at
     the capacity it held (its trial's for the first round, then its own last round's), one level
     per round; only a finalist that misses there, or has no capacity yet (the baseline, the best
     config split into endpoints), has its capacity found again, near where it was. Every round
     walking a whole ramp per finalist was most of a workload search's time (20 of MiniLM's 32
-    minutes)."""
+    minutes). A finalist far behind the leader in every round so far sits out the rest
+    (:func:`tritontune.study.duet.settled`), and the rounds end once every place is settled:
+    the third round of a baseline serving a fifth of the winner decided nothing. Also returns
+    who sat out, by label: after how many rounds."""
     entries = _finalist_entries(session, objective, settings, trials)
     last: dict[str, TrafficCapacity] = {}
     done: dict[str, list[TrafficCapacity]] = {e.finalist.label: [] for e in entries}
@@ -760,12 +774,18 @@ def _final_rounds(
         shown = _with_rounds(entry.finalist, done[entry.finalist.label])
         progress.on_final_round(round_number, shown, capacity.served if capacity else None)
 
-    rounds = interleaved_rounds(session, entries, settings.rounds, measure, report)
+    def settled_now(figures: dict[int, list[TrafficCapacity]]) -> set[int]:
+        return settled({i: dict(enumerate(c.served for c in caps)) for i, caps in figures.items()})
+
+    rounds = interleaved_rounds(session, entries, settings.rounds, measure, report, settled_now)
     finalists = tuple(
         dataclasses.replace(_with_rounds(entry.finalist, rounds.figures[i]), error=rounds.errors.get(i))
         for i, entry in enumerate(entries)
     )
-    return workload_final(finalists), last
+    settled_after = {entries[i].finalist.label: n for i, n in rounds.settled.items()}
+    if progress.on_settled is not None and settled_after:
+        progress.on_settled(settled_after)
+    return workload_final(finalists), last, settled_after
 
 
 def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Finalist:

@@ -46,6 +46,11 @@ from tritontune.enums import TextEnum
 TIE_MARGIN = 0.03
 #: The least coverage of the ratio's interval (what the min-max gives with 3 rounds).
 COVERAGE = 0.75
+#: A config is settled far behind the leader when it served at most this share of the leader's
+#: figure in every round, over at least :data:`SETTLED_ROUNDS` rounds: no more rounds can turn
+#: that (the machine's noise is about 15 %, and a 2x swing hits both configs of a round alike).
+FAR_BEHIND = 0.5
+SETTLED_ROUNDS = 2
 
 K = TypeVar("K", bound=Hashable)
 
@@ -193,6 +198,28 @@ def decide(
     }
     tied = [leader, *(k for k, d in duets.items() if d.tied)]
     return Verdict(leader, min(tied, key=simplest_first), duets)
+
+
+def settled(rounds: Mapping[K, Mapping[int, float]]) -> set[K]:
+    """The configs whose place further rounds cannot change (``rounds`` as :func:`decide`
+    takes them): each one far behind the leader (:data:`FAR_BEHIND` in every one of at least
+    :data:`SETTLED_ROUNDS` paired rounds), and the leader too once every other config is (it has
+    no one left to be compared with). What lets the workload's final rounds stop early: the
+    model's own config serving a fifth of the winner needs no third round to say so."""
+    verdict = decide(rounds)
+    if verdict.leader is None:
+        return set()
+    lead = rounds[verdict.leader]
+    far = {
+        key
+        for key, figures in rounds.items()
+        if key != verdict.leader
+        and len(ratios := paired_ratios(figures, lead)) >= SETTLED_ROUNDS
+        and max(ratios) <= FAR_BEHIND
+    }
+    if len(far) == len(rounds) - 1 and len(lead) >= SETTLED_ROUNDS:
+        far.add(verdict.leader)
+    return far
 
 
 def _sign_coverage(n: int, k: int) -> float:
