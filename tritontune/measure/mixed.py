@@ -9,10 +9,13 @@ at most a quarter of the level's time cap is spent waiting for it): throughput, 
 *scheduled* send time (so queueing shows, and a class is never flattered by a slow client),
 rejections (admission control) and queue timeouts counted apart from other failures. The span is
 extended window by window until every class has ``min_window_requests`` answers in it (a p99 of a
-handful of requests is its maximum), up to the level's time cap, unless a class has *surely* missed
-its objective already: once the span has its ``stable_windows`` windows, a class with so many
-replies past its p99 bound (or so many failures) that a class meeting its objective would show them
-with a chance under :data:`SURELY_MISSED_CHANCE` ends the level there
+handful of requests is its maximum), up to its clean time (``max_windows`` windows at their
+longest, and one more for each disturbed window measured again), or up to the level's time cap
+where a class passes by a hair (a p99 past :data:`CLOSE_CALL` of its bound, or arrivals answered
+just over :data:`KEEP_UP_FRACTION`: the verdict hangs on more replies there); unless a class has
+*surely* missed its objective already: once the span has its ``stable_windows`` windows, a class
+with so many replies past its p99 bound (or so many failures) that a class meeting its objective
+would show them with a chance under :data:`SURELY_MISSED_CHANCE` ends the level there
 (:attr:`TrafficMeasurement.ended_early` says why). A level far above a config's capacity so costs
 about a second, not the cap; every passing level still waits for its replies. Per-window p99s give
 each class's spread, and the machine's interference is sampled per window as for one class: a
@@ -53,7 +56,7 @@ from tritontune.measure.measurement import (
     no_gc_pauses,
     remarks,
 )
-from tritontune.measure.stats import LatencyStats, spread, surely_over
+from tritontune.measure.stats import LatencyStats, percentile_of_sorted, spread, surely_over
 from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.server.client import ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
@@ -68,6 +71,12 @@ SURELY_MISSED_CHANCE = 0.01
 SURELY_MISSED_MIN = 3
 #: The share of a class's replies its p99 bound allows past it.
 P99_SHARE = 0.01
+#: A level whose span reached its clean time (``max_windows`` windows at their longest) before its
+#: replies were enough ends there, unless a class passes by a hair: a p99 past this share of its
+#: bound, or arrivals answered within :data:`CLOSE_KEEP_UP` over :data:`KEEP_UP_FRACTION`. Those
+#: take the rest of the time cap, for more replies where the verdict hangs on them.
+CLOSE_CALL = 0.8
+CLOSE_KEEP_UP = 0.05
 
 
 @dataclass(frozen=True)
@@ -380,6 +389,9 @@ async def _measure(
         client_probe = ClientProbe(threads)
         edges.append(await edge(streams, transport))
         deadline = started + settings.time_cap()
+        # A clean span's time when its replies are slow to come: the cap less the time it keeps
+        # for disturbed windows, which only a disturbed window re-measured adds back.
+        span_time = settings.max_windows * settings.window_s * 4
         extra = 0
         while True:
             await asyncio.sleep(settings.window_s)
@@ -400,9 +412,13 @@ async def _measure(
                 ended_early = _surely_missed(streams, traffic, start, edges[-1])
                 if ended_early is not None:
                     return
-            if windows >= settings.stable_windows and (
-                answered >= settings.min_window_requests or time.perf_counter() >= deadline
-            ):
+            if windows < settings.stable_windows:
+                continue
+            if answered >= settings.min_window_requests:
+                return
+            now = time.perf_counter()
+            due = edges[0].at + span_time + extra * settings.window_s * 4
+            if now >= deadline or (now >= due and not _close_call(streams, traffic, start, edges[-1])):
                 return
 
     await generator.run_streams(streams, controller, max_requests=settings.max_requests)
@@ -427,6 +443,31 @@ async def _measure(
         client=ClientCost.of(client[reported:], processes=processes) if client else None,
         ended_early=ended_early,
     )
+
+
+def _close_call(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Edge) -> bool:
+    """Does a class pass by a hair between two edges: its p99 within its bound but past
+    :data:`CLOSE_CALL` of it, or its arrivals answered just over :data:`KEEP_UP_FRACTION`? Such
+    a level takes the rest of its time cap for more replies; a clear pass or miss needs none."""
+    for stream in streams:
+        cls = traffic.get(stream.name)
+        lo, hi = first.counts[stream.name], last.counts[stream.name]
+        bound = cls.latency_bound_s
+        if bound is not None:
+            ok = np.sort(
+                [
+                    lat
+                    for lat, e in zip(stream.log.latency[lo:hi], stream.log.error[lo:hi], strict=True)
+                    if e is None
+                ]
+            )
+            if ok.size and CLOSE_CALL * bound < percentile_of_sorted(ok, 99) <= bound:
+                return True
+        scheduled = np.asarray(stream.log.scheduled)
+        offered = int(((scheduled >= first.at) & (scheduled < last.at)).sum())
+        if offered and KEEP_UP_FRACTION <= (hi - lo) / offered < KEEP_UP_FRACTION + CLOSE_KEEP_UP:
+            return True
+    return False
 
 
 def _surely_missed(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Edge) -> str | None:
