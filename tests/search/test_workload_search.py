@@ -383,6 +383,25 @@ def test_a_finalist_that_misses_its_warm_start_steps_down_from_it(session):
     assert screened and retried.highest_rate < screened / 2
 
 
+def test_a_finalist_that_misses_where_it_held_is_measured_a_step_lower_only(session):
+    """As the playoff steps a contender down: a finalist that misses at the capacity it held is
+    measured one step (x1.25) lower, and when that holds, that is its capacity: two levels, no
+    ramp."""
+    storage = optuna.storages.InMemoryStorage()
+    first = run_workload_search(session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage))
+    top = next(f for f in first.finalists if f.trial is not None and f.layout is Layout.SHARED)
+    screened = next(t for t in first.trials if t.number == top.trial).total_rate
+    session.capacity_scale = 0.85  # below what it held (within 10 % of the true capacity), not 25 %
+    again = run_workload_search(
+        session, SPACE, UNSHED, settings(trials=3, rounds=1, storage=storage, top=1)
+    )
+    retried = again.last_capacity[top.label]
+    rates = [level.total_rate for level in retried.levels]
+    assert rates == pytest.approx([screened / 1.25, screened]), rates
+    assert retried.feasible and retried.stepped_down
+    assert retried.total_rate == pytest.approx(screened / 1.25)
+
+
 def test_an_endpoint_point_is_the_split_of_its_knobs():
     point = {"max_batch_size": 64, "dynamic_batching": True, "admission": 16, "layout": "endpoints",
              "instance_count": 1, "intra_op_thread_count": 2}  # fmt: skip

@@ -731,8 +731,11 @@ def _final_rounds(
 ) -> tuple[WorkloadFinal, dict[str, TrafficCapacity], dict[str, int]]:
     """Each finalist measured in interleaved rounds, as the playoff measures its contenders: at
     the capacity it held (its trial's for the first round, then its own last round's), one level
-    per round; only a finalist that misses there, or has no capacity yet (the baseline, the best
-    config split into endpoints), has its capacity found again, near where it was. Every round
+    per round; one that misses there is measured a step lower (:data:`NEAR_STEP`), as the
+    playoff steps a contender down, and only one that misses there too, or has no capacity yet
+    (the baseline, the best config split into endpoints), has its capacity found again, near where
+    it was. A held rate so only steps down: the highest of a finalist's noisy rounds is not what
+    the next one starts from. Every round
     walking a whole ramp per finalist was most of a workload search's time (20 of MiniLM's 32
     minutes). A finalist far behind the leader in every round so far sits out the rest
     (:func:`tritontune.study.duet.settled`), and the rounds end once every place is settled:
@@ -754,11 +757,17 @@ def _final_rounds(
             capacity = objective.capacity(session, objective.start_rate)
         else:
             capacity = objective.at_rate(session, rate)
-            if capacity.best is None:  # missed where it held: found again near there
-                again = objective.capacity(session, rate / NEAR_STEP, near=rate)
+            if capacity.best is None:  # missed where it held: a step lower, as the playoff
+                lower = objective.at_rate(session, rate / NEAR_STEP)
+                again = (  # and only if that misses too, found again near there
+                    lower
+                    if lower.best is not None
+                    else objective.capacity(session, rate / NEAR_STEP**2, near=rate)
+                )
+                levels = {m.total_rate: m for m in (*capacity.levels, *lower.levels, *again.levels)}
                 capacity = dataclasses.replace(
                     again,
-                    levels=tuple(sorted(capacity.levels + again.levels, key=lambda m: m.total_rate)),
+                    levels=tuple(levels[r] for r in sorted(levels)),
                     stepped_down=True,
                 )
         if capacity.best is not None:
