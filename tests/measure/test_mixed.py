@@ -557,14 +557,8 @@ def test_a_disturbed_window_starts_the_span_again_after_it(monkeypatch: pytest.M
     """A window another tenant disturbed is not reported: the span starts again after it (up to
     ``extra_windows`` times), as a single class's level takes windows in place of disturbed ones.
     Against an in-process gRPC server; the probe is scripted (window 2 disturbed)."""
-    import asyncio
-
     from tritontune.measure import mixed
     from tritontune.measure.interference import WindowLoad
-    from tritontune.measure.measurement import MeasureSettings
-    from tritontune.measure.traffic import parse_traffic
-
-    from .test_loadgen import request, serve
 
     script = iter([False, True, False, False, False, False, False])
 
@@ -577,18 +571,11 @@ def test_a_disturbed_window_starts_the_span_again_after_it(monkeypatch: pytest.M
             return WindowLoad(0.1, 1.0 if disturbed else 0.0, 0.0, 0.1, "burner (pid 7, 1.0 cores)")
 
     monkeypatch.setattr(mixed, "InterferenceProbe", ScriptedProbe)
-    traffic = parse_traffic({"classes": [{"name": "a", "rate": 200}]}, where="test workload")
-    settings = MeasureSettings(warmup_s=0.05, window_s=0.1, min_window_requests=1, stable_windows=3)
-
-    async def main() -> mixed.TrafficMeasurement:
-        server, _fake, address = await serve()
-        try:
-            requests = {"a": ClassRequests("m", [request("x")])}
-            return await mixed._measure(address, traffic, requests, 200.0, settings, seed=1)
-        finally:
-            await server.stop(None)
-
-    m = asyncio.run(main())
+    m, _traffic = measure_on_fake(
+        {},
+        dict(window_s=0.1, min_window_requests=1, stable_windows=3, detect_interference=True),
+        rate=200.0,
+    )
     assert m.interference is not None
     assert m.interference.windows == 5 and m.interference.disturbed_windows == 1
     # window 1 clean, 2 disturbed: the span starts again, and is windows 3-5
@@ -604,38 +591,14 @@ def test_a_level_ends_as_soon_as_a_class_has_surely_missed(bound_ms: int, early:
     """Every reply of the in-process server takes 5 ms: against a 1 ms bound the class has surely
     missed after its first windows, and the level ends there instead of waiting for replies it
     never gets enough of; against 1 s it runs to its cap as before."""
-    import asyncio
-
-    from tritontune.measure import mixed
-    from tritontune.measure.measurement import MeasureSettings
-    from tritontune.measure.traffic import parse_traffic
-
-    from .test_loadgen import request, serve
-
-    traffic = parse_traffic(
-        {"classes": [{"name": "a", "rate": 100, "slo_p99": f"{bound_ms}ms"}]}, where="test workload"
-    )
     # never enough replies (10,000): the span ends early, or at its clean time (3 x 0.15 x 4 =
     # 1.8 s after it starts), or at the cap (0.05 + 5 x 0.6 = 3.05 s, disturbed windows' time in it)
-    settings = MeasureSettings(
-        warmup_s=0.05,
-        window_s=0.15,
-        min_window_requests=10_000,
-        stable_windows=2,
-        max_windows=3,
-        extra_windows=2,
-        detect_interference=False,
+    m, traffic = measure_on_fake(
+        {"slo_p99": f"{bound_ms}ms"},
+        dict(
+            window_s=0.15, min_window_requests=10_000, stable_windows=2, max_windows=3, extra_windows=2
+        ),
     )
-
-    async def main() -> mixed.TrafficMeasurement:
-        server, _fake, address = await serve()
-        try:
-            requests = {"a": ClassRequests("m", [request("x")])}
-            return await mixed._measure(address, traffic, requests, 100.0, settings, seed=1)
-        finally:
-            await server.stop(None)
-
-    m = asyncio.run(main())
     if early:
         assert m.ended_early is not None and m.ended_early.startswith("a: ")
         assert "past 1 ms" in m.ended_early
@@ -655,38 +618,13 @@ def test_the_span_starts_once_every_class_has_its_first_reply(monkeypatch: pytes
     """Replies take 0.4 s, arrivals come every 10 ms: a span started after the 0.05 s warm-up
     would count 40 requests still in flight as a backlog (about 60 % answered of 90 arrivals).
     It starts once the first reply came, so the class keeps up, as it does."""
-    import asyncio
-
-    from tritontune.measure import mixed
-    from tritontune.measure.measurement import MeasureSettings
-    from tritontune.measure.traffic import parse_traffic
-
     from . import test_loadgen
-    from .test_loadgen import request, serve
 
     monkeypatch.setattr(test_loadgen, "HOLD_S", 0.4)
-    traffic = parse_traffic(
-        {"classes": [{"name": "a", "rate": 100, "arrival": "constant"}]}, where="test workload"
+    m, traffic = measure_on_fake(
+        {"arrival": "constant"},
+        dict(window_s=0.3, min_window_requests=1, stable_windows=3, max_windows=3, extra_windows=0),
     )
-    settings = MeasureSettings(
-        warmup_s=0.05,
-        window_s=0.3,
-        min_window_requests=1,
-        stable_windows=3,
-        max_windows=3,
-        extra_windows=0,
-        detect_interference=False,
-    )
-
-    async def main() -> mixed.TrafficMeasurement:
-        server, _fake, address = await serve()
-        try:
-            requests = {"a": ClassRequests("m", [request("x")])}
-            return await mixed._measure(address, traffic, requests, 100.0, settings, seed=1)
-        finally:
-            await server.stop(None)
-
-    m = asyncio.run(main())
     figures = m.figures("a")
     assert figures.answered_rate / figures.offered_rate > 0.9, figures
     assert m.meets(traffic), m.verdicts(traffic)
@@ -718,3 +656,31 @@ def test_a_close_call_is_a_pass_by_a_hair():
     assert case(0.5, 92)  # 92 % answered: just over the 90 % line
     assert not case(0.5, 99)
     assert not case(0.5, 80)
+
+
+def measure_on_fake(
+    traffic_spec: dict, settings_spec: dict, rate: float = 100.0
+) -> tuple[TrafficMeasurement, Traffic]:
+    """One class at ``rate`` req/s against the in-process gRPC server of test_loadgen (each reply
+    held ``test_loadgen.HOLD_S``), no interference probe unless the settings ask: the measurement
+    and its traffic."""
+    import asyncio
+
+    from tritontune.measure import mixed
+    from tritontune.measure.measurement import MeasureSettings
+    from tritontune.measure.traffic import parse_traffic
+
+    from .test_loadgen import request, serve
+
+    traffic = parse_traffic({"classes": [{"name": "a", "rate": rate, **traffic_spec}]}, where="test")
+    settings = MeasureSettings(**{"warmup_s": 0.05, "detect_interference": False, **settings_spec})
+
+    async def main() -> TrafficMeasurement:
+        server, _fake, address = await serve()
+        try:
+            requests = {"a": ClassRequests("m", [request("x")])}
+            return await mixed._measure(address, traffic, requests, rate, settings, seed=1)
+        finally:
+            await server.stop(None)
+
+    return asyncio.run(main()), traffic
