@@ -137,6 +137,21 @@ def test_the_study_is_kept_and_resumed_for_the_same_workload_only(session):
     other = parse_traffic({"classes": [{"name": "only", "share": 1, "slo_p99": "5ms"}]}, where="t")
     with pytest.raises(InputError, match="another model or workload"):
         run_workload_search(session, SPACE, other, settings(storage=storage, trials=3))
+    # the same classes, one field changed: the refusal names it, the study's value first
+    looser = parse_traffic(
+        {
+            "classes": [
+                {"name": "interactive", "share": 0.3, "priority": 1, "slo_p99": "40ms"},
+                {"name": "batch", "share": 0.7, "batch_size": 8, "priority": 2, "may_shed": True},
+            ]
+        },
+        where="test",
+    )
+    with pytest.raises(InputError) as refused:
+        run_workload_search(session, SPACE, looser, settings(storage=storage, trials=3))
+    assert "(the study's, then yours: class 'interactive' slo_p99_ms: 20.0, 40.0)" in str(
+        refused.value
+    ), refused.value
 
 
 def test_final_rounds_another_worker_claimed_are_left_to_it(session, tmp_path: Path):
@@ -529,3 +544,18 @@ def test_endpoint_trials_search_each_endpoints_knobs_and_the_finals_load_them(se
                  storage=optuna.storages.InMemoryStorage()),
     )  # fmt: skip
     assert not any(k.startswith("endpoint.") for t in off.trials for k in t.params)
+
+
+def test_workload_identities_name_what_differs():
+    from tritontune.study.records import WorkloadIdentity
+
+    a = WorkloadIdentity("m", {"classes": [{"name": "x", "share": 0.5}, {"name": "y"}]})
+    b = WorkloadIdentity("n", {"classes": [{"name": "x", "share": 0.7}, {"name": "z"}], "seed": 3})
+    assert a.differences(b) == [
+        "model: 'm', 'n'",
+        "class 'x' share: 0.5, 0.7",
+        "class 'y': present, absent",
+        "class 'z': absent, present",
+        "seed: None, 3",
+    ]
+    assert a.differences(a) == []

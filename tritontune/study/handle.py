@@ -100,11 +100,18 @@ class TuningStudy:
             recorded = identity_of(study.user_attrs)
             if recorded != identity:
                 what = recorded.describe() if recorded else "something else (no identity recorded)"
+                differs = ""
                 if isinstance(identity, WorkloadIdentity):
                     what = f"another model or workload ({what})"
+                    if isinstance(recorded, WorkloadIdentity):  # name what differs, the study's first
+                        differs = (
+                            " (the study's, then yours: "
+                            + "; ".join(recorded.differences(identity)[:3])
+                            + ")"
+                        )
                 raise InputError(
                     f"study {study_name!r} in {url} was created for {what}, "
-                    f"not {identity.describe()}; pick another --study name"
+                    f"not {identity.describe()}{differs}; pick another --study name"
                 )
         else:
             for key, value in identity_attrs(identity).items():

@@ -56,6 +56,34 @@ class WorkloadIdentity:
         names = ", ".join(str(c.get("name")) for c in self.traffic.get("classes", ()))
         return f"model {self.model!r}, workload classes {names}"
 
+    def differences(self, other: WorkloadIdentity) -> list[str]:
+        """Where ``other`` differs from this identity, one line each ("what: this's, other's"):
+        two workloads with the same class names may differ in any field of a class, and a
+        refusal that named only the classes said the same thing twice."""
+
+        def shown(value: Any) -> str:
+            text = repr(value)
+            return text if len(text) <= 60 else text[:57] + "..."
+
+        out = [f"model: {self.model!r}, {other.model!r}"] if self.model != other.model else []
+        mine = {str(c.get("name")): c for c in self.traffic.get("classes", ())}
+        theirs = {str(c.get("name")): c for c in other.traffic.get("classes", ())}
+        for name in [*mine, *(n for n in theirs if n not in mine)]:
+            a, b = mine.get(name), theirs.get(name)
+            if a is None or b is None:
+                out.append(f"class {name!r}: {'absent' if a is None else 'present'}, "
+                           f"{'absent' if b is None else 'present'}")  # fmt: skip
+                continue
+            out += [
+                f"class {name!r} {key}: {shown(a.get(key))}, {shown(b.get(key))}"
+                for key in [*a, *(k for k in b if k not in a)]
+                if a.get(key) != b.get(key)
+            ]
+        for key in [*self.traffic, *(k for k in other.traffic if k not in self.traffic)]:
+            if key != "classes" and self.traffic.get(key) != other.traffic.get(key):
+                out.append(f"{key}: {shown(self.traffic.get(key))}, {shown(other.traffic.get(key))}")
+        return out
+
 
 Identity = StudyIdentity | WorkloadIdentity
 
