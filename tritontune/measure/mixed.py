@@ -56,7 +56,7 @@ from tritontune.measure.measurement import (
     no_gc_pauses,
     remarks,
 )
-from tritontune.measure.stats import LatencyStats, percentile_of_sorted, spread, surely_over
+from tritontune.measure.stats import LatencyStats, spread, surely_over
 from tritontune.measure.traffic import Traffic, TrafficClass
 from tritontune.server.client import ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
@@ -408,12 +408,11 @@ async def _measure(
             start = edges[reported]
             answered = min(edges[-1].counts[n] - start.counts[n] for n in start.counts)
             windows = len(edges) - 1 - reported
-            if windows >= settings.stable_windows:
-                ended_early = _surely_missed(streams, traffic, start, edges[-1])
-                if ended_early is not None:
-                    return
             if windows < settings.stable_windows:
                 continue
+            ended_early = _surely_missed(streams, traffic, start, edges[-1])
+            if ended_early is not None:
+                return
             if answered >= settings.min_window_requests:
                 return
             now = time.perf_counter()
@@ -445,6 +444,17 @@ async def _measure(
     )
 
 
+def _successes(log: RequestLog, lo: int, hi: int) -> list[float]:
+    """The latencies of the successful requests among records ``lo:hi`` of ``log``."""
+    return [lat for lat, err in zip(log.latency[lo:hi], log.error[lo:hi], strict=True) if err is None]
+
+
+def _offered(log: RequestLog, start: float, end: float) -> int:
+    """Arrivals scheduled in ``[start, end)``: the load a span offered."""
+    scheduled = np.asarray(log.scheduled)
+    return int(((scheduled >= start) & (scheduled < end)).sum()) if scheduled.size else 0
+
+
 def _close_call(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Edge) -> bool:
     """Does a class pass by a hair between two edges: its p99 within its bound but past
     :data:`CLOSE_CALL` of it, or its arrivals answered just over :data:`KEEP_UP_FRACTION`? Such
@@ -454,17 +464,10 @@ def _close_call(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Ed
         lo, hi = first.counts[stream.name], last.counts[stream.name]
         bound = cls.latency_bound_s
         if bound is not None:
-            ok = np.sort(
-                [
-                    lat
-                    for lat, e in zip(stream.log.latency[lo:hi], stream.log.error[lo:hi], strict=True)
-                    if e is None
-                ]
-            )
-            if ok.size and CLOSE_CALL * bound < percentile_of_sorted(ok, 99) <= bound:
+            latency = LatencyStats.from_samples(_successes(stream.log, lo, hi))
+            if latency.count and CLOSE_CALL * bound < latency.p99 <= bound:
                 return True
-        scheduled = np.asarray(stream.log.scheduled)
-        offered = int(((scheduled >= first.at) & (scheduled < last.at)).sum())
+        offered = _offered(stream.log, first.at, last.at)
         if offered and KEEP_UP_FRACTION <= (hi - lo) / offered < KEEP_UP_FRACTION + CLOSE_KEEP_UP:
             return True
     return False
@@ -484,7 +487,7 @@ def _surely_missed(streams: list[Stream], traffic: Traffic, first: _Edge, last: 
         bound = cls.latency_bound_s
         if bound is None:
             continue
-        ok = [lat for lat, e in zip(stream.log.latency[lo:hi], errors, strict=True) if e is None]
+        ok = _successes(stream.log, lo, hi)
         past = sum(1 for lat in ok if lat > bound)
         if past >= SURELY_MISSED_MIN and surely_over(past, len(ok), P99_SHARE, SURELY_MISSED_CHANCE):
             return f"{cls.name}: {past} of {len(ok)} replies past {bound * 1e3:g} ms"
@@ -498,15 +501,12 @@ def _class_figures(
     first, last = edges[0], edges[-1]
     lo, hi = first.counts[stream.name], last.counts[stream.name]
     errors = Counter(e for e in log.error[lo:hi] if e is not None)
-    ok = [lat for lat, err in zip(log.latency[lo:hi], log.error[lo:hi], strict=True) if err is None]
-    p99_windows = []
-    for a, b in zip(edges, edges[1:], strict=False):
-        window = log.latency[a.counts[stream.name] : b.counts[stream.name]]
-        window_errors = log.error[a.counts[stream.name] : b.counts[stream.name]]
-        good = [lat for lat, err in zip(window, window_errors, strict=True) if err is None]
-        p99_windows.append(LatencyStats.from_samples(good).p99)
-    scheduled = np.asarray(log.scheduled)
-    offered = int(((scheduled >= first.at) & (scheduled < last.at)).sum()) if scheduled.size else 0
+    ok = _successes(log, lo, hi)
+    p99_windows = [
+        LatencyStats.from_samples(_successes(log, a.counts[stream.name], b.counts[stream.name])).p99
+        for a, b in zip(edges, edges[1:], strict=False)
+    ]
+    offered = _offered(log, first.at, last.at)
     # the requests sent in the span and served, wherever in the log their reply is (latency runs
     # from the scheduled send time): the served share of what the span offered, never over 1
     sent_at = np.asarray(log.done_at) - np.asarray(log.latency)
