@@ -79,3 +79,21 @@ def test_a_caller_floor_and_a_confirmed_pass_on_the_way_down():
     )
     assert tries == {100.0: 2, 50.0: 2}
     assert ramp.best == 50.0 and ramp.remeasured == [100.0, 50.0]
+
+
+def test_no_bisection_below_the_coarse_bar():
+    """A caller that only ranks loads above ``coarse_below`` (the workload search's finalists)
+    gets the highest load that passed, within one step, once a load at or below the bar failed;
+    above the bar the bisection is as before."""
+    measure, calls = recording()
+    coarse = ramp_and_bisect(
+        measure, rules(30.0, max_bisections=5), start=100.0, max_load=1e6, coarse_below=60.0
+    )
+    assert calls == [100.0, 50.0, 25.0]  # 50 failed under the bar: 25 passed, and that is all
+    assert coarse.best == 25.0
+    measure, calls = recording()
+    fine = ramp_and_bisect(
+        measure, rules(30.0, max_bisections=5), start=100.0, max_load=1e6, coarse_below=20.0
+    )
+    assert calls[:3] == [100.0, 50.0, 25.0] and len(calls) > 3  # the bar is lower: bisected
+    assert fine.best is not None and fine.best <= 30.0 < fine.best * 1.25

@@ -24,7 +24,7 @@ from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import ServedFloor, Traffic, TrafficClass
 from tritontune.report.workload import summary_lines
-from tritontune.search.traffic_capacity import find_traffic_capacity
+from tritontune.search.traffic_capacity import NEAR_STEP, find_traffic_capacity
 from tritontune.study.figures import CapacityFigure
 
 SLO = 0.020
@@ -129,6 +129,30 @@ def test_a_ramp_near_a_known_capacity_finds_it_within_tolerance_in_five_levels(k
     )
     assert len(set(calls)) <= 5, calls
     assert found.total_rate <= threshold <= found.total_rate * 1.1
+
+
+def test_a_config_below_the_finalists_is_not_bisected():
+    """A workload trial whose capacity is under the lowest finalist's (``coarse_below``) gets the
+    highest rate it held, within one step, in fewer levels than one near the top: it could not
+    enter the final rounds, so its figure only ranks it for the sampler."""
+    capacity = 1000.0
+    threshold = CLIFF_UTILIZATION * capacity
+    best = threshold / 0.6  # the best trial so far: this config holds 0.6x its rate
+    measure, calls = recording(modelled_server(capacity))
+    fine = find_traffic_capacity(measure, TRAFFIC, start=best, precision=0.1, near=best)
+    measure, coarse_calls = recording(modelled_server(capacity))
+    coarse = find_traffic_capacity(
+        measure, TRAFFIC, start=best, precision=0.1, near=best, coarse_below=0.9 * best
+    )
+    assert len(set(coarse_calls)) < len(set(calls))
+    assert coarse.total_rate <= threshold <= coarse.total_rate * NEAR_STEP
+    assert fine.total_rate <= threshold <= fine.total_rate * 1.1
+    # a config above the bar is bisected as before
+    measure, high_calls = recording(modelled_server(capacity))
+    high = find_traffic_capacity(
+        measure, TRAFFIC, start=best, precision=0.1, near=best, coarse_below=0.4 * best
+    )
+    assert high_calls == calls and high.total_rate == fine.total_rate
 
 
 def test_far_from_the_known_capacity_the_ramp_doubles_again():

@@ -12,7 +12,9 @@ total request rate). The walk:
    ``min_load`` failed too (concurrency 1; a rate :data:`MIN_LOAD_FRACTION` of ``start`` unless the
    caller says): only then is there nothing to find (:attr:`Ramp.stepped_down` says it stepped);
 3. bisect geometrically between the highest load that passed and the lowest that failed, until
-   the gap is ``precision`` of the passing load or ``max_bisections`` steps were taken.
+   the gap is ``precision`` of the passing load or ``max_bisections`` steps were taken, or the
+   failing load is at or below ``coarse_below``: a caller that only ranks loads above it (the
+   workload search's finalists) needs no finer answer under it.
 
 A start set too high for a slow model so costs a few levels, not the whole answer: a walk that
 started above what the config serves finds it below, within the same precision.
@@ -109,10 +111,12 @@ def ramp_and_bisect(
     start: float,
     max_load: float,
     min_load: float | None = None,
+    coarse_below: float | None = None,
 ) -> Ramp[M]:
     """Walk from ``start`` up to at most ``max_load`` or, when ``start`` fails, down to at least
     ``min_load`` (None: 1 for concurrency, ``start`` x :data:`MIN_LOAD_FRACTION` for a rate),
-    calling ``measure`` once per load (see the module docstring)."""
+    calling ``measure`` once per load; no bisection once a load at or below ``coarse_below``
+    failed (see the module docstring)."""
     measured: dict[float, M] = {}
     remeasured: list[float] = []
 
@@ -182,6 +186,7 @@ def ramp_and_bisect(
         bad is not None
         and steps < rules.max_bisections
         and bad - good > max(1.0 if rules.integer else 0.0, good * rules.precision)
+        and (coarse_below is None or bad > coarse_below)
     ):
         steps += 1
         load = math.sqrt(good * bad)

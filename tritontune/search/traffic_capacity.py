@@ -186,6 +186,7 @@ def find_traffic_capacity(
     max_bisections: int = 3,
     confirm: int = 1,
     near: float | None = None,
+    coarse_below: float | None = None,
 ) -> TrafficCapacity:
     """Ramp (x2) from ``start`` req/s until a level misses an objective or served no more than the
     best before it (:data:`SATURATION_GAIN`), then bisect until the gap between the passing and
@@ -203,7 +204,12 @@ def find_traffic_capacity(
     ``near``: a total rate the capacity is expected close to (the best trial's so far, a
     finalist's own in the search). The ramp steps by :data:`NEAR_STEP` up or down while within
     a factor 2 of it, and doubles or halves beyond: a config near it is bracketed by its first
-    two levels and found in about five; one far from it costs a few more halvings."""
+    two levels and found in about five; one far from it costs a few more halvings.
+
+    ``coarse_below``: a total rate only capacities above which are compared (the lowest a
+    workload search's finalist holds): once a rate at or below it missed, the capacity is not
+    bisected further, and is the highest rate held, within one ramp step (x1.25 near ``near``).
+    A trial that cannot enter the final rounds so costs its ramp, not its bisection."""
 
     def up(best: TrafficMeasurement) -> float:
         return NEAR_STEP if near and best.total_rate < 2 * near else 2.0
@@ -227,7 +233,9 @@ def find_traffic_capacity(
     )
     if min_rate is None:
         min_rate = start * MIN_RATE_FRACTION
-    ramp = ramp_and_bisect(measure, rules, start=start, max_load=max_rate, min_load=min_rate)
+    ramp = ramp_and_bisect(
+        measure, rules, start=start, max_load=max_rate, min_load=min_rate, coarse_below=coarse_below
+    )
     levels = tuple(level for _, level in ramp.levels())
     return TrafficCapacity(
         traffic,

@@ -492,6 +492,10 @@ class TrafficObjective:
     """The best total rate a trial of the study has held so far (None: none yet): a trial's
     ramp starts there (:meth:`capacity` with ``near``) instead of walking up from the start
     rate."""
+    finalist_bar: Callable[[], float | None] | None = None
+    """The lowest total rate a trial that would enter the final rounds now has held (None: fewer
+    trials than finalists so far): a trial that misses at or below it cannot be a finalist, so
+    its capacity is not bisected further (:meth:`capacity` with ``coarse_below``)."""
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.space.suggest(trial)
@@ -540,7 +544,8 @@ class TrafficObjective:
         else:
             switch_s = bench.load(variant).switch_s
         known = self.known_capacity() if self.known_capacity else None
-        capacity = self.capacity(bench, known or self.start_rate, near=known)
+        bar = self.finalist_bar() if self.finalist_bar else None
+        capacity = self.capacity(bench, known or self.start_rate, near=known, coarse_below=bar)
         return Evaluation(capacity.figure(), switch_s)
 
     def at_rate(self, bench: Bench, rate: float) -> TrafficCapacity:
@@ -556,12 +561,20 @@ class TrafficObjective:
         """The lowest total rate any of the search's ramps steps down to, wherever it started."""
         return self.start_rate * MIN_RATE_FRACTION
 
-    def capacity(self, bench: Bench, start_rate: float, *, near: float | None = None) -> TrafficCapacity:
+    def capacity(
+        self,
+        bench: Bench,
+        start_rate: float,
+        *,
+        near: float | None = None,
+        coarse_below: float | None = None,
+    ) -> TrafficCapacity:
         """The capacity of what ``bench`` has loaded, its ramp started at ``start_rate`` (and
         stepping down to :attr:`min_rate` should that miss), in small steps near ``near``, a
         capacity it is expected close to (a finalist's own in the search; the best trial's so
         far, for the next trial): walking up from a start rate far below the answer cost most
-        of a ramp's levels (on MiniLM's mix, 2 req/s doubling up to ~20)."""
+        of a ramp's levels (on MiniLM's mix, 2 req/s doubling up to ~20); not bisected under
+        ``coarse_below``, a rate only capacities above which are compared."""
         return traffic_capacity(
             bench,
             self.traffic,
@@ -570,6 +583,7 @@ class TrafficObjective:
             max_rate=self.max_rate,
             min_rate=self.min_rate,
             near=near,
+            coarse_below=coarse_below,
         )
 
 
@@ -582,10 +596,11 @@ def traffic_capacity(
     max_rate: float | None = None,
     min_rate: float | None = None,
     near: float | None = None,
+    coarse_below: float | None = None,
 ) -> TrafficCapacity:
     """The capacity of what is loaded (one shared model, or one endpoint per class); a ramp
-    whose first rate misses steps down to ``min_rate`` (None: 1/64 of the start); ``near``: see
-    :func:`~tritontune.search.traffic_capacity.find_traffic_capacity`."""
+    whose first rate misses steps down to ``min_rate`` (None: 1/64 of the start); ``near`` and
+    ``coarse_below``: see :func:`~tritontune.search.traffic_capacity.find_traffic_capacity`."""
 
     def measure(rate: float) -> TrafficMeasurement:
         return bench.measure_traffic(traffic, rate, settings)
@@ -593,7 +608,15 @@ def traffic_capacity(
     top = max_rate if max_rate is not None else DEFAULT_MAX_RATE
     start = min(start_rate, top)
     floor = min(min_rate, start) if min_rate is not None else None
-    return find_traffic_capacity(measure, traffic, start=start, max_rate=top, min_rate=floor, near=near)
+    return find_traffic_capacity(
+        measure,
+        traffic,
+        start=start,
+        max_rate=top,
+        min_rate=floor,
+        near=near,
+        coarse_below=coarse_below,
+    )
 
 
 def searched_layouts(
@@ -662,6 +685,7 @@ def run_workload_search(
         layouts=layouts,
         endpoint_choices=endpoint_choices if settings.endpoint_knobs else EndpointChoices(),
         known_capacity=lambda: _best_rate(study),
+        finalist_bar=lambda: _finalist_bar(study, settings.top),
     )
     with phases.timed("trials"):
         outcome = optimize(
@@ -706,6 +730,13 @@ def _top_trials(trials: list[TrialResult], top: int) -> list[TrialResult]:
     return [t for t in trials if t.served][:top]
 
 
+def _finalist_bar(study: TuningStudy, top: int) -> float | None:
+    """The lowest total rate among the ``top`` trials that would enter the final rounds now
+    (None: fewer trials than that have held a rate)."""
+    rates = [t.total_rate for t in _top_trials(study.read_workload().results, top) if t.total_rate]
+    return min(rates) if len(rates) >= top else None
+
+
 def _best_rate(study: TuningStudy) -> float | None:
     """The total rate the best trial of the study held at its capacity (None: none held)."""
     rates = [t.total_rate for t in study.read_workload().results if t.feasible and t.total_rate]
@@ -720,6 +751,11 @@ class _Entry:
     load: Variant | dict[str, Variant]
     screened_rate: float | None = None
     """Its capacity in the search (a trial's), where its rounds' ramps start from."""
+    ramp_from: float | None = None
+    """Where its first round's ramp starts when it has no capacity yet (None: the start rate):
+    for the best shared trial split into endpoints, that trial's capacity (the ramp steps near
+    it); for the baseline, the lowest capacity a trial held (the search's configs are meant to
+    beat it: from the start rate, MiniLM's baseline halved down through three misses)."""
 
 
 def _final_rounds(
@@ -737,7 +773,7 @@ def _final_rounds(
     it was. A held rate so only steps down: the highest of a finalist's noisy rounds is not what
     the next one starts from. Every round
     walking a whole ramp per finalist was most of a workload search's time (20 of MiniLM's 32
-    minutes). A finalist far behind the leader in every round so far sits out the rest
+    minutes). A finalist behind the leader by over 10 % in every round so far sits out the rest
     (:func:`tritontune.study.duet.settled`), and the rounds end once every place is settled:
     the third round of a baseline serving a fifth of the winner decided nothing. Also returns
     who sat out, by label: after how many rounds."""
@@ -753,8 +789,9 @@ def _final_rounds(
         else:
             session.load(entry.load)
         rate = held.get(label)
-        if rate is None:  # no capacity yet: a ramp from the start rate
-            capacity = objective.capacity(session, objective.start_rate)
+        if rate is None:  # no capacity yet: a ramp from where it is likely to be
+            near = entry.ramp_from if entry.finalist.trial is not None else None
+            capacity = objective.capacity(session, entry.ramp_from or objective.start_rate, near=near)
         else:
             capacity = objective.at_rate(session, rate)
             if capacity.best is None:  # missed where it held: a step lower, as the playoff
@@ -842,13 +879,19 @@ def _finalist_entries(
     ):
         best = top[0]
         split = shared_split(session, space, traffic, best.params)
-        entries.append(_endpoint_entry(session, best.number, split))
+        entries.append(
+            dataclasses.replace(
+                _endpoint_entry(session, best.number, split), ramp_from=best.total_rate or None
+            )
+        )
     baseline = Variant()
     configs = session.configs(baseline)
+    lowest = min((t.total_rate for t in trials if t.feasible and t.total_rate), default=None)
     entries.append(
         _Entry(
             Finalist(None, describe_configs(configs), (), Layout.SHARED, _texts(configs), everyone),
             baseline,
+            ramp_from=lowest,
         )
     )
     return entries
