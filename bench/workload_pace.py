@@ -1,0 +1,208 @@
+"""A workload search at a user's pace (issue 41): its wall time, and its winner against a reference.
+
+Prints numbers; not a timed test. For a model and a workload file (default: the real MiniLM
+encoder and ``examples/workloads/minilm-interactive-batch.yaml``):
+
+1. the search as a user runs it, ``tritontune search -r REPO -m MODEL --workload W --trials N
+   --seed S``, in a child process with its output kept (``search.out``) and its wall time taken
+   (the search's own ``time:`` line splits it into precision checks, trials and final rounds);
+2. its winner, and the reference's (``--reference-db``: a study a search before it left, by
+   default the FP32-only workload search of ``bench/workload_precision.py``, the winner a
+   workload search found before issue 41; the database is copied, never written), read back by
+   resuming each study with the settings it was searched with: nothing is measured again when
+   they match (the output says so);
+3. both winners measured again in ``--rounds`` interleaved rounds (reference, then the search's,
+   then the reference, ...), each a capacity for the mix: the level that served the most
+   inferences with every class meeting its objective.
+
+The target (issue 41): the search ends within 600 s, and its winner serves at least 95 % of the
+reference's total in the interleaved rounds (median of the per-round ratios), with the interactive
+p99 within its SLO. Every output is written under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tritontune.config.repository import load_model_source
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.measure.traffic import Traffic, read_traffic
+from tritontune.precision.prepare import AccuracySettings
+from tritontune.search.setup import space_for
+from tritontune.search.space import SearchSpace
+from tritontune.search.workload_search import (
+    WorkloadSearchSettings,
+    finalist_load,
+    run_workload_search,
+    workload_space,
+)
+from tritontune.serving.session import TuningSession
+from tritontune.units import parse_duration
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workload import Load, measure_rounds, ratios, summary, table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The search's budget and the reference's wall time the issue set against it.
+TARGET_S = 600.0
+TARGET_RATIO = 0.95
+
+
+def run_search(args: argparse.Namespace, storage: str, study: str) -> float:
+    """The user's command in a child process; its wall time (s)."""
+    command = [
+        sys.executable, "-m", "tritontune", "search",
+        "-r", str(args.model_repository), "-m", args.model, "--workload", str(args.workload),
+        "--trials", str(args.trials), "--seed", str(args.seed),
+        "--storage", storage, "--study", study, "--results", str(args.out / "search.results.json"),
+    ]  # fmt: skip
+    print("$ " + " ".join(command[1:]), flush=True)
+    began = time.monotonic()
+    with open(args.out / "search.out", "w", encoding="utf-8") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    wall = time.monotonic() - began
+    if done.returncode != 0:
+        raise SystemExit(f"the search failed (exit {done.returncode}): see {args.out / 'search.out'}")
+    return wall
+
+
+def winner_load(
+    session: TuningSession,
+    space: SearchSpace,
+    traffic: Traffic,
+    settings: WorkloadSearchSettings,
+    name: str,
+) -> Load:
+    """What a finished study's winner loads, read back by resuming it."""
+    result = run_workload_search(session, space, traffic, settings)
+    best = result.winner
+    assert best is not None, f"{name}: its study has no winner"
+    again = (
+        "nothing measured again"
+        if result.trials_this_run == 0 and result.final_rounds_reused
+        else f"measured again: {result.trials_this_run} trials, final rounds "
+        f"{'reused' if result.final_rounds_reused else 'run'}"
+    )
+    print(f"{name}: winner {best.label} ({best.layout}) {best.median:,.1f} infer/s in its final "
+          f"rounds, {best.knobs} ({again})", flush=True)  # fmt: skip
+    return finalist_load(session, workload_space(space, traffic), traffic, best, result.trials)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--model-repository", type=Path, default=ROOT / "examples" / "minilm" / "model_repository"
+    )
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument(
+        "--workload",
+        type=Path,
+        default=ROOT / "examples" / "workloads" / "minilm-interactive-batch.yaml",
+    )
+    parser.add_argument("--trials", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--reference-db", type=Path, required=True, help="a sqlite study database")
+    parser.add_argument("--reference-study", default="fp32-only")
+    parser.add_argument(
+        "--reference-precision",
+        action="store_true",
+        help="the reference searched precision (default: FP32 only, as workload_precision.py's)",
+    )
+    parser.add_argument("--reference-trials", type=int, default=6)
+    parser.add_argument("--reference-top", type=int, default=1)
+    parser.add_argument("--reference-start", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--start", type=float, default=2.0, help="the rounds' ramp start (req/s)")
+    parser.add_argument("--window", default="0.3s", help="each level's window in the rounds")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.model_repository = args.model_repository.resolve()
+    args.workload = args.workload.resolve()
+
+    storage = f"sqlite:///{(args.out / 'search.db').resolve()}"
+    study = "pace"
+    wall = run_search(args, storage, study)
+    searched = json.loads((args.out / "search.results.json").read_text())
+    print(f"search: {wall:.0f} s wall (target <= {TARGET_S:.0f} s); phases {searched['phase_seconds']}")
+
+    reference_db = args.out / "reference.db"
+    shutil.copyfile(args.reference_db, reference_db)
+    traffic = read_traffic(args.workload)
+    interactive = next(c for c in traffic.classes if c.slo_p99_s is not None)
+    batch = next(c for c in traffic.classes if c.slo_p99_s is None)
+    assert interactive.slo_p99_s is not None
+    window = parse_duration(args.window)
+    rounds_settings = MeasureSettings(
+        warmup_s=window / 2, window_s=window, min_window_requests=50, max_windows=6, extra_windows=2
+    )
+    source = load_model_source(args.model_repository, args.model)
+    with TuningSession(source) as session:
+        space = space_for(session, interactive.slo_p99_s)
+        reference_space = space if args.reference_precision else space.replace("precision", None)
+        winners = {
+            "reference": winner_load(
+                session,
+                reference_space,
+                traffic,
+                WorkloadSearchSettings(
+                    trials=args.reference_trials,
+                    seed=args.seed,
+                    storage=f"sqlite:///{reference_db.resolve()}",
+                    study_name=args.reference_study,
+                    start_rate=args.reference_start,
+                    top=args.reference_top,
+                    rounds=1,
+                ),
+                "reference",
+            ),
+            "search": winner_load(
+                session,
+                space,
+                traffic,
+                WorkloadSearchSettings(
+                    accuracy=AccuracySettings(),
+                    trials=args.trials,
+                    seed=args.seed,
+                    storage=storage,
+                    study_name=study,
+                ),
+                "search",
+            ),
+        }
+        found = measure_rounds(session, winners, traffic, args.rounds, args.start, rounds_settings)
+    print(f"\n{args.rounds} interleaved rounds, each winner at its capacity for the mix:")
+    rows = table(found, traffic, interactive.name, batch.name)
+    gain = ratios(rows, "total_served", "reference", "search")
+    median = statistics.median(gain) if gain else None
+    print(
+        f"search / reference, total inferences served per round: "
+        f"{', '.join(f'{r:.2f}' for r in gain)} (median {median:.2f}; target >= {TARGET_RATIO})"
+        if median is not None
+        else "no round to compare"
+    )
+    p99 = rows["search"]["interactive_p99_ms"]
+    print(
+        f"{interactive.name} p99 at the search winner's capacity: {summary(p99, 1)} ms "
+        f"(SLO {interactive.slo_p99_s * 1e3:g} ms)"
+    )
+    out = {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "search_wall_s": round(wall, 1),
+        "search_phase_seconds": searched["phase_seconds"],
+        "rounds": rows,
+        "ratio_total_served": gain,
+    }
+    (args.out / "rounds.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
