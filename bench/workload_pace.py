@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--reference-trials", type=int, default=6)
     parser.add_argument("--reference-top", type=int, default=1)
     parser.add_argument("--reference-start", type=float, default=2.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0: time the search only")
     parser.add_argument("--start", type=float, default=2.0, help="the rounds' ramp start (req/s)")
     parser.add_argument("--window", default="0.3s", help="each level's window in the rounds")
     parser.add_argument("--out", type=Path, required=True)
@@ -132,6 +132,8 @@ def main() -> None:
     wall = run_search(args, storage, study)
     searched = json.loads((args.out / "search.results.json").read_text())
     print(f"search: {wall:.0f} s wall (target <= {TARGET_S:.0f} s); phases {searched['phase_seconds']}")
+    if args.rounds == 0:  # the search's pace only
+        return
 
     reference_db = args.out / "reference.db"
     shutil.copyfile(args.reference_db, reference_db)

@@ -59,11 +59,12 @@ def test_the_default_rate_floor_bounds_the_measurements():
     measure, calls = recording()
     ramp = ramp_and_bisect(measure, rules(0.0, confirm=1), start=64.0, max_load=1e6)
     assert ramp.floor == pytest.approx(64.0 * MIN_LOAD_FRACTION) == 1.0
-    # seven loads (64 .. 1), each failure confirmed once: 14 measurements, then nothing
-    assert calls == [load for load in (64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0) for _ in range(2)]
+    # seven loads (64 .. 1): the first tried again at once (it sets the direction), the floor
+    # once the walk ended (it bounds the answer), the others once: 9 measurements, then nothing
+    assert calls == [64.0, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 1.0]
     assert ramp.best is None and ramp.stepped_down
     assert ramp.lowest == 1.0 and ramp.first == 64.0
-    assert sorted(set(ramp.remeasured)) == sorted(set(calls))
+    assert ramp.remeasured == [64.0, 1.0]
 
 
 def test_a_caller_floor_and_a_confirmed_pass_on_the_way_down():
@@ -77,8 +78,30 @@ def test_a_caller_floor_and_a_confirmed_pass_on_the_way_down():
     ramp = ramp_and_bisect(
         measure, rules(60.0, confirm=1, max_bisections=0), start=100.0, max_load=1e6, min_load=40.0
     )
-    assert tries == {100.0: 2, 50.0: 2}
+    # 100 tried again at once; 50 failed, 40 passed, and 50, the bound, was tried again
+    assert tries == {100.0: 2, 50.0: 2, 40.0: 1}
     assert ramp.best == 50.0 and ramp.remeasured == [100.0, 50.0]
+
+
+def test_only_the_failing_load_that_bounds_the_answer_is_tried_again():
+    """Every failing load but the first and the bound is measured once: the loads above the
+    bound cannot set the answer. When the bound passes on its try, the walk goes on above it."""
+    measure, calls = recording()
+    ramp = ramp_and_bisect(measure, rules(30.0, confirm=1, max_bisections=5), start=10.0, max_load=1e6)
+    assert calls[:3] == [10.0, 20.0, 40.0]  # 40 failed: not tried again there
+    assert ramp.remeasured == [min(load for load in calls if load > 30.0)]  # the bound, once
+    assert ramp.best is not None and ramp.best <= 30.0 < ramp.best * 1.25
+    tries: dict[float, int] = {}
+
+    def busy_once(load: float) -> float:  # 40 fails its first try (a busy second) only
+        tries[load] = tries.get(load, 0) + 1
+        return 1e9 if load == 40.0 and tries[load] == 1 else load
+
+    again = ramp_and_bisect(
+        busy_once, rules(50.0, confirm=1, max_bisections=0), start=10.0, max_load=1e6
+    )
+    # 40 failed, and was the bound: it passed its try, so the walk ramped on from it
+    assert tries == {10.0: 1, 20.0: 1, 40.0: 2, 80.0: 2} and again.best == 40.0
 
 
 def test_no_bisection_below_the_coarse_bar():

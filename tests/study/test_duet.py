@@ -103,8 +103,9 @@ def test_the_workload_verdict_is_the_same_rule_and_never_trades_work_for_anythin
 def test_settled_behind_in_every_round_after_two():
     from tritontune.study.duet import settled
 
-    one_round = {"a": {0: 100.0}, "b": {0: 20.0}}
-    assert settled(one_round) == set()  # one round settles nothing
+    one_round = {"a": {0: 100.0}, "b": {0: 60.0}, "c": {0: 20.0}}
+    assert settled(one_round) == {"c"}  # one round settles only the far behind (<= 1/2)
+    assert settled({"a": {0: 100.0}, "c": {0: 20.0}}) == {"c"}  # the leader needs two rounds
     two = {"a": {0: 100.0, 1: 90.0}, "b": {0: 20.0, 1: 80.0}, "c": {0: 95.0, 1: 80.0}}
     assert settled(two) == {"b"}  # c is close (0.95): its order is for more rounds to tell
     once_near = {"a": {0: 100.0, 1: 90.0}, "b": {0: 20.0, 1: 82.0}}

@@ -189,8 +189,8 @@ def _search_with_progress(
             for label, rounds in settled_after.items():
                 err_console.print(
                     f"  final rounds: {label} sat out after round {rounds} (its place could not "
-                    "change: behind the leader by over 10 % in every round, or the leader with "
-                    "everyone behind it)",
+                    "change: behind the leader by over 10 % in every round, or by half from the "
+                    "first, or the leader with everyone behind it)",
                     highlight=False,
                 )
 

@@ -24,10 +24,16 @@ walk like a failing one, since more load would measure the client, but its figur
 as the config's: the answer is the best level measured cleanly, and :attr:`Ramp.limited_at` says
 where the client stopped the walk.
 
-A failing level is measured again up to ``confirm`` times and counts as failed only if every try
-failed: on a shared machine one busy second puts a p99 over its bound, and the answer must not be
-set by it. A level the caller says missed beyond doubt (``decided``) is not measured again.
-``measure`` is a function, so both searches are tested on a modelled server.
+A failing level counts as failed only if it fails ``confirm`` more tries: on a shared machine one
+busy second puts a p99 over its bound, and the answer must not be set by it. The first load is
+tried again at once, since it sets the walk's direction (a busy second there would send it down);
+of the others, only the failing load that bounds the answer is, once the walk has ended: the
+lowest that failed above the highest that passed. When a try passes, the walk goes on from it
+(bisecting up to the next load that failed, or ramping on) and ends with the same question. Every
+failing level used to be tried again as it was measured, though the bound is only ever the
+lowest: on MiniLM's mix four of a trial's ten levels were such tries (issue 41). A level the
+caller says missed beyond doubt (``decided``) is not measured again. ``measure`` is a function,
+so both searches are tested on a modelled server.
 """
 
 from __future__ import annotations
@@ -115,10 +121,12 @@ def ramp_and_bisect(
 ) -> Ramp[M]:
     """Walk from ``start`` up to at most ``max_load`` or, when ``start`` fails, down to at least
     ``min_load`` (None: 1 for concurrency, ``start`` x :data:`MIN_LOAD_FRACTION` for a rate),
-    calling ``measure`` once per load; no bisection once a load at or below ``coarse_below``
-    failed (see the module docstring)."""
+    calling ``measure`` once per load, then once more per try of the first load and of the failing
+    load that bounds the answer; no bisection once a load at or below ``coarse_below`` failed (see
+    the module docstring)."""
     measured: dict[float, M] = {}
     remeasured: list[float] = []
+    confirmed: set[float] = set()
 
     def passes(level: M) -> bool:
         return rules.passes(level) and not rules.limited(level)
@@ -129,14 +137,31 @@ def ramp_and_bisect(
     def at(load: float) -> M:
         load = norm(load)
         if load not in measured:
-            level = measure(load)
-            for _ in range(rules.confirm):
-                if passes(level) or rules.limited(level) or rules.decided(level):
-                    break
-                remeasured.append(load)
-                level = measure(load)
-            measured[load] = level
+            measured[load] = measure(load)
         return measured[load]
+
+    def passes_again(load: float) -> bool:
+        """Does the failing ``load`` pass on one of ``confirm`` more tries (the level kept is the
+        last try)? Never asked twice of a load, nor of one the caller says is decided."""
+        level = measured[load]
+        if load in confirmed or rules.limited(level) or rules.decided(level):
+            return False
+        confirmed.add(load)
+        for _ in range(rules.confirm):
+            remeasured.append(load)
+            level = measured[load] = measure(load)
+            if passes(level):
+                return True
+            if rules.limited(level) or rules.decided(level):
+                break
+        return False
+
+    def failing_above(load: float | None) -> float | None:
+        """The lowest load measured above ``load`` that failed (None: none did)."""
+        return min(
+            (x for x, level in measured.items() if (load is None or x > load) and not passes(level)),
+            default=None,
+        )
 
     start = norm(start)
     if min_load is None:
@@ -146,9 +171,9 @@ def ramp_and_bisect(
     ramp = Ramp(first, None, measured, remeasured, floor=floor)
     good: float | None = None
     bad: float | None = None
-    best = first
-    if passes(first):
-        good = start
+    best: M | None = None
+    if passes(first) or passes_again(start):
+        good, best = start, measured[start]
     else:
         bad = start
         ramp.stepped_down = floor < start
@@ -161,44 +186,56 @@ def ramp_and_bisect(
                 good, best = load, level
                 break
             bad = load
-        if good is None:  # even the floor failed
-            lowest = measured[bad]
-            if rules.limited(lowest):  # nothing lower to measure: the client's figure, flagged
-                ramp.best = lowest if rules.passes(lowest) else None
-            ramp.limited_at = _limited_at(measured, rules)
-            return ramp
-    while bad is None and good < max_load:
-        load = min(max_load, good * rules.step(best))
-        if rules.integer:
-            load = float(max(good + 1, round(load)))
-        level = at(load)
-        if not passes(level):
-            bad = load
-            break
-        good = load
-        previous = best
-        if rules.better(level, best):
-            best = level
-        if rules.saturated(level, previous):
-            break
     steps = 0
-    while (
-        bad is not None
-        and steps < rules.max_bisections
-        and bad - good > max(1.0 if rules.integer else 0.0, good * rules.precision)
-        and (coarse_below is None or bad > coarse_below)
-    ):
-        steps += 1
-        load = math.sqrt(good * bad)
-        if rules.integer:
-            load = float(min(bad - 1, max(good + 1, round(load))))
-        level = at(load)
-        if passes(level):
+    while True:
+        if good is None or best is None:  # the floor failed: unless a try passes, nothing did
+            assert bad is not None
+            if not passes_again(bad):
+                lowest = measured[bad]
+                if rules.limited(lowest):  # nothing lower to measure: the client's figure, flagged
+                    ramp.best = lowest if rules.passes(lowest) else None
+                ramp.limited_at = _limited_at(measured, rules)
+                return ramp
+            good, best = bad, measured[bad]
+            bad = failing_above(good)
+        while bad is None and good < max_load:
+            load = min(max_load, good * rules.step(best))
+            if rules.integer:
+                load = float(max(good + 1, round(load)))
+            level = at(load)
+            if not passes(level):
+                bad = load
+                break
             good = load
+            previous = best
             if rules.better(level, best):
                 best = level
-        else:
-            bad = load
+            if rules.saturated(level, previous):
+                break
+        while (
+            bad is not None
+            and steps < rules.max_bisections
+            and bad - good > max(1.0 if rules.integer else 0.0, good * rules.precision)
+            and (coarse_below is None or bad > coarse_below)
+        ):
+            steps += 1
+            load = math.sqrt(good * bad)
+            if rules.integer:
+                load = float(min(bad - 1, max(good + 1, round(load))))
+            level = at(load)
+            if passes(level):
+                good = load
+                if rules.better(level, best):
+                    best = level
+            else:
+                bad = load
+        if bad is None or not passes_again(bad):
+            break
+        good = bad  # the bound passed on a try: the walk goes on above it, bisecting afresh
+        if rules.better(measured[bad], best):
+            best = measured[bad]
+        bad = failing_above(good)
+        steps = 0
     ramp.best = best
     ramp.limited_at = _limited_at(measured, rules)
     return ramp

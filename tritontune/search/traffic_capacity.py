@@ -195,9 +195,11 @@ def find_traffic_capacity(
     until a level passes or ``min_rate`` (None: ``start`` x :data:`MIN_RATE_FRACTION`) missed too,
     then bisects the same way.
 
-    A level that misses an objective is measured again up to ``confirm`` times, and counts as
-    missed only if every try missed: on a shared machine one busy second puts a p99 over its
-    SLO, and the capacity must not be set by it (the retries are listed in the result). A level
+    A level that misses an objective counts as missed only if ``confirm`` more tries miss too:
+    on a shared machine one busy second puts a p99 over its SLO, and the capacity must not be
+    set by it. The tries are spent where they decide (:mod:`tritontune.search.ramp`): on the
+    first rate, which sets the ramp's direction, and on the lowest rate that missed above the
+    capacity found, once the ramp has ended (the retries are listed in the result). A level
     that ended early because a class had surely missed
     (:attr:`~tritontune.measure.mixed.TrafficMeasurement.ended_early`) is not tried again.
 
