@@ -756,10 +756,11 @@ class _Entry:
     screened_rate: float | None = None
     """Its capacity in the search (a trial's), where its rounds' ramps start from."""
     ramp_from: float | None = None
-    """Where its first round's ramp starts when it has no capacity yet (None: the start rate):
-    for the best shared trial split into endpoints, that trial's capacity (the ramp steps near
-    it); for the baseline, the lowest capacity a trial held (the search's configs are meant to
-    beat it: from the start rate, MiniLM's baseline halved down through three misses)."""
+    """Where its first round's ramp starts when it has no capacity yet (None: the start rate),
+    stepping by :data:`NEAR_STEP` near it: for the best shared trial split into endpoints, that
+    trial's capacity; for the baseline, the lowest capacity a trial held (the search's configs
+    are meant to beat it: from the start rate, MiniLM's baseline halved down through three
+    misses)."""
 
 
 def _final_rounds(
@@ -771,11 +772,11 @@ def _final_rounds(
 ) -> tuple[WorkloadFinal, dict[str, TrafficCapacity], dict[str, int]]:
     """Each finalist measured in interleaved rounds, as the playoff measures its contenders: at
     the capacity it held (its trial's for the first round, then its own last round's), one level
-    per round; one that misses there is measured a step lower (:data:`NEAR_STEP`), as the
-    playoff steps a contender down, and only one that misses there too, or has no capacity yet
-    (the baseline, the best config split into endpoints), has its capacity found again, near where
-    it was. A held rate so only steps down: the highest of a finalist's noisy rounds is not what
-    the next one starts from. Every round
+    per round; one that misses there is measured a step lower (:data:`NEAR_STEP`) and lower
+    again until it holds, as the playoff steps a contender down (:func:`_stepped_down`); only one
+    with no capacity yet (the baseline, the best config split into endpoints) walks a ramp, near
+    where it is likely to be. A held rate so only steps down: the highest of a finalist's noisy
+    rounds is not what the next one starts from. Every round
     walking a whole ramp per finalist was most of a workload search's time (20 of MiniLM's 32
     minutes). A finalist behind the leader by over 10 % in every round so far sits out the rest
     (:func:`tritontune.study.duet.settled`), and the rounds end once every place is settled:
@@ -794,23 +795,10 @@ def _final_rounds(
             session.load(entry.load)
         rate = held.get(label)
         if rate is None:  # no capacity yet: a ramp from where it is likely to be
-            near = entry.ramp_from if entry.finalist.trial is not None else None
-            capacity = objective.capacity(session, entry.ramp_from or objective.start_rate, near=near)
+            start = entry.ramp_from or objective.start_rate
+            capacity = objective.capacity(session, start, near=entry.ramp_from)
         else:
-            capacity = objective.at_rate(session, rate)
-            if capacity.best is None:  # missed where it held: a step lower, as the playoff
-                lower = objective.at_rate(session, rate / NEAR_STEP)
-                again = (  # and only if that misses too, found again near there
-                    lower
-                    if lower.best is not None
-                    else objective.capacity(session, rate / NEAR_STEP**2, near=rate)
-                )
-                levels = {m.total_rate: m for m in (*capacity.levels, *lower.levels, *again.levels)}
-                capacity = dataclasses.replace(
-                    again,
-                    levels=tuple(levels[r] for r in sorted(levels)),
-                    stepped_down=True,
-                )
+            capacity = _stepped_down(session, objective, rate)
         if capacity.best is not None:
             held[label] = capacity.total_rate
         last[label] = capacity
@@ -836,6 +824,28 @@ def _final_rounds(
     if progress.on_settled is not None and settled_after:
         progress.on_settled(settled_after)
     return workload_final(finalists), last, settled_after
+
+
+def _stepped_down(session: Bench, objective: TrafficObjective, rate: float) -> TrafficCapacity:
+    """A finalist's round at the rate it held: one level there, and where that misses, one step
+    (:data:`NEAR_STEP`) lower after another until a level holds, down to the search's floor, as
+    the playoff steps a contender down. Never a ramp up: a finalist that missed where it held has
+    no better figure to find above it in this round (a ramp from below found a higher rate after
+    two misses on a noisy minute, at eight levels' cost), and the rounds' median takes care of
+    one unlucky round."""
+    levels: list[TrafficMeasurement] = []
+    while True:
+        capacity = objective.at_rate(session, rate)
+        levels.extend(capacity.levels)
+        if capacity.best is not None or rate / NEAR_STEP < objective.min_rate:
+            break
+        rate /= NEAR_STEP
+    return dataclasses.replace(
+        capacity,
+        levels=tuple(sorted(levels, key=lambda m: m.total_rate)),
+        stepped_down=len(levels) > 1,
+        min_rate=objective.min_rate,
+    )
 
 
 def _with_rounds(finalist: Finalist, capacities: list[TrafficCapacity]) -> Finalist:
