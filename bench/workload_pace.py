@@ -122,6 +122,11 @@ def main() -> None:
     parser.add_argument("--start", type=float, default=2.0, help="the rounds' ramp start (req/s)")
     parser.add_argument("--window", default="0.3s", help="each level's window in the rounds")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--searched",
+        action="store_true",
+        help="the search ran before into --out (a --rounds 0 run): measure the rounds only",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.model_repository = args.model_repository.resolve()
@@ -129,7 +134,11 @@ def main() -> None:
 
     storage = f"sqlite:///{(args.out / 'search.db').resolve()}"
     study = "pace"
-    wall = run_search(args, storage, study)
+    if args.searched:  # the search ran before (--rounds 0): its winner measured now
+        wall = float(json.loads((args.out / "search.wall.json").read_text())["wall_s"])
+    else:
+        wall = run_search(args, storage, study)
+        (args.out / "search.wall.json").write_text(json.dumps({"wall_s": round(wall, 1)}) + "\n")
     searched = json.loads((args.out / "search.results.json").read_text())
     print(f"search: {wall:.0f} s wall (target <= {TARGET_S:.0f} s); phases {searched['phase_seconds']}")
     if args.rounds == 0:  # the search's pace only

@@ -88,6 +88,13 @@ ADMISSION_CHOICES: tuple[Any, ...] = ("none", 16, 64, 256)
 #: (7.2 s) a MiniLM trial's ten levels took 85 s; the verdict of a class far from its bound does
 #: not change in the last second, and one near it takes the cap anyway.
 WORKLOAD_MEASURE = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
+#: How close a workload search's capacity ramp closes in (the gap between the rate held and the
+#: lowest that missed): a bracket of x1.25 is bisected once. A level's verdict near a capacity
+#: is itself this uncertain where replies are slow: of MiniLM's near-capacity levels, a third
+#: that missed held on their second try, and keeping up within 10 % of a backlog is a queue
+#: still filling as much as one growing; a finer walk bisected that noise. The final rounds
+#: re-measure the finalists, and ``profile --workload`` keeps 10 %.
+CAPACITY_PRECISION = 0.15
 
 
 @dataclass(frozen=True)
@@ -602,9 +609,10 @@ def traffic_capacity(
     near: float | None = None,
     coarse_below: float | None = None,
 ) -> TrafficCapacity:
-    """The capacity of what is loaded (one shared model, or one endpoint per class); a ramp
-    whose first rate misses steps down to ``min_rate`` (None: 1/64 of the start); ``near`` and
-    ``coarse_below``: see :func:`~tritontune.search.traffic_capacity.find_traffic_capacity`."""
+    """The capacity of what is loaded (one shared model, or one endpoint per class), to
+    :data:`CAPACITY_PRECISION`; a ramp whose first rate misses steps down to ``min_rate`` (None:
+    1/64 of the start); ``near`` and ``coarse_below``: see
+    :func:`~tritontune.search.traffic_capacity.find_traffic_capacity`."""
 
     def measure(rate: float) -> TrafficMeasurement:
         return bench.measure_traffic(traffic, rate, settings)
@@ -620,6 +628,7 @@ def traffic_capacity(
         min_rate=floor,
         near=near,
         coarse_below=coarse_below,
+        precision=CAPACITY_PRECISION,
     )
 
 
