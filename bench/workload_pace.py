@@ -6,11 +6,13 @@ encoder and ``examples/workloads/minilm-interactive-batch.yaml``):
 1. the search as a user runs it, ``tritontune search -r REPO -m MODEL --workload W --trials N
    --seed S``, in a child process with its output kept (``search.out``) and its wall time taken
    (the search's own ``time:`` line splits it into precision checks, trials and final rounds);
-2. its winner, and the reference's (``--reference-db``: a study a search before it left, by
-   default the FP32-only workload search of ``bench/workload_precision.py``, the winner a
-   workload search found before issue 41; the database is copied, never written), read back by
-   resuming each study with the settings it was searched with: nothing is measured again when
-   they match (the output says so);
+2. its winner, and the reference's, read back: the search's by resuming its study with the
+   settings it was searched with (nothing is measured again when they match: the output says
+   so); the reference's likewise from ``--reference-db`` (a study a search before it left, e.g.
+   the FP32-only workload search of ``bench/workload_precision.py``, the winner a workload search
+   found before issue 41; the database is copied, never written), or from ``--reference-results``
+   (a search's results JSON: its winner's trial point, built again in this session, e.g. the
+   example MLP's search before issue 41, whose study was not kept);
 3. both winners measured again in ``--rounds`` interleaved rounds (reference, then the search's,
    then the reference, ...), each a capacity for the mix: the level that served the most
    inferences with every class meeting its objective.
@@ -38,9 +40,12 @@ from tritontune.precision.prepare import AccuracySettings
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace
 from tritontune.search.workload_search import (
+    EndpointSplit,
     WorkloadSearchSettings,
     finalist_load,
+    point_variant,
     run_workload_search,
+    shared_split,
     workload_space,
 )
 from tritontune.serving.session import TuningSession
@@ -96,6 +101,22 @@ def winner_load(
     return finalist_load(session, workload_space(space, traffic), traffic, best, result.trials)
 
 
+def results_load(session: TuningSession, space: SearchSpace, traffic: Traffic, path: Path) -> Load:
+    """What the winner of a results JSON loads, built from its trial's point (the session has the
+    precision variants the point names: the search's study was resumed first)."""
+    data = json.loads(path.read_text())
+    number, layout = data["winner"]["trial"], data["winner"]["layout"]
+    point = next(t["point"] for t in data["trials"] if t["trial"] == number)
+    narrowed = workload_space(space, traffic)
+    variant = point_variant(narrowed, traffic, point)
+    print(f"reference: {path.name}'s winner, trial {number} ({layout}): {point}", flush=True)
+    if isinstance(variant, EndpointSplit):
+        return dict(variant.split)
+    if layout == "endpoints":  # the best shared trial, split into endpoints for the rounds
+        return shared_split(session, narrowed, traffic, point)
+    return variant
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -109,7 +130,10 @@ def main() -> None:
     )
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--reference-db", type=Path, required=True, help="a sqlite study database")
+    reference = parser.add_mutually_exclusive_group(required=True)
+    reference.add_argument("--reference-db", type=Path, help="a sqlite study database")
+    reference.add_argument("--reference-results", type=Path, help="a search's results JSON")
+    parser.add_argument("--study", default="pace", help="the search's study name")
     parser.add_argument("--reference-study", default="fp32-only")
     parser.add_argument(
         "--reference-precision",
@@ -134,7 +158,7 @@ def main() -> None:
     args.workload = args.workload.resolve()
 
     storage = f"sqlite:///{(args.out / 'search.db').resolve()}"
-    study = "pace"
+    study = args.study
     if args.searched:  # the search ran before (--rounds 0): its winner measured now
         wall = float(json.loads((args.out / "search.wall.json").read_text())["wall_s"])
     else:
@@ -145,8 +169,6 @@ def main() -> None:
     if args.rounds == 0:  # the search's pace only
         return
 
-    reference_db = args.out / "reference.db"
-    shutil.copyfile(args.reference_db, reference_db)
     traffic = read_traffic(args.workload)
     interactive = next(c for c in traffic.classes if c.slo_p99_s is not None)
     batch = next(c for c in traffic.classes if c.slo_p99_s is None)
@@ -158,11 +180,27 @@ def main() -> None:
     source = load_model_source(args.model_repository, args.model)
     with TuningSession(source) as session:
         space = space_for(session, interactive.slo_p99_s)
-        reference_space = space if args.reference_precision else space.replace("precision", None)
-        winners = {
-            "reference": winner_load(
+        search = winner_load(  # first: it builds the precision variants a point may name
+            session,
+            space,
+            traffic,
+            WorkloadSearchSettings(
+                accuracy=AccuracySettings(),
+                trials=args.trials,
+                seed=args.seed,
+                storage=storage,
+                study_name=study,
+            ),
+            "search",
+        )
+        if args.reference_results is not None:
+            reference = results_load(session, space, traffic, args.reference_results)
+        else:
+            reference_db = args.out / "reference.db"
+            shutil.copyfile(args.reference_db, reference_db)
+            reference = winner_load(
                 session,
-                reference_space,
+                space if args.reference_precision else space.replace("precision", None),
                 traffic,
                 WorkloadSearchSettings(
                     trials=args.reference_trials,
@@ -174,21 +212,8 @@ def main() -> None:
                     rounds=1,
                 ),
                 "reference",
-            ),
-            "search": winner_load(
-                session,
-                space,
-                traffic,
-                WorkloadSearchSettings(
-                    accuracy=AccuracySettings(),
-                    trials=args.trials,
-                    seed=args.seed,
-                    storage=storage,
-                    study_name=study,
-                ),
-                "search",
-            ),
-        }
+            )
+        winners = {"reference": reference, "search": search}  # measured in this order
         found = measure_rounds(session, winners, traffic, args.rounds, args.start, rounds_settings)
     print(f"\n{args.rounds} interleaved rounds, each winner at its capacity for the mix:")
     rows = table(found, traffic, interactive.name, batch.name)
