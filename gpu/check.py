@@ -71,6 +71,8 @@ class Plan:
     space: dict
     window: str
     check_rounds: int
+    check_tolerance: str = "10%"
+    """``check --tolerance``: how far under the recorded figure a round may fall."""
 
 
 GPU_PLAN = Plan(
@@ -116,6 +118,10 @@ CPU_PLAN = Plan(
     },
     window="0.3s",
     check_rounds=1,
+    # One round against one screening figure (no playoff) on a shared 2-core machine: the CPU
+    # plan proves that every step runs, not the machine's speed (a quiet CI run's check fell
+    # 17 % under the record in its one round, 2026-11-27, and failed the plan at 10 %).
+    check_tolerance="50%",
 )
 
 
@@ -605,6 +611,8 @@ def step_check(ctx: Context) -> dict:
         "tuned",
         "--rounds",
         str(ctx.plan.check_rounds),
+        "--tolerance",
+        ctx.plan.check_tolerance,
         "--window",
         ctx.plan.window,
         "--junit",
