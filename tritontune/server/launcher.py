@@ -98,6 +98,16 @@ class TritonLauncher(ABC):
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM does what Ctrl-C would do at this moment: whatever handles SIGINT now handles it.
+
+    Inside ``asyncio.run`` that is the runner's handler, which cancels the main task and raises
+    ``KeyboardInterrupt`` once the task has unwound. Raising here instead could land in a gRPC
+    callback, which swallows the exception ("Exception ignored in ... functor_run"): the signal
+    was lost and the measurement ran on (a CI run hung there)."""
+    on_interrupt = signal.getsignal(signal.SIGINT)
+    if callable(on_interrupt):
+        on_interrupt(signal.SIGINT, frame)
+        return
     raise KeyboardInterrupt(f"signal {signum}")
 
 
