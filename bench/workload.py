@@ -48,9 +48,9 @@ from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.setup import space_for
 from tritontune.search.traffic_capacity import TrafficCapacity, find_traffic_capacity
+from tritontune.search.traffic_finals import finalist_load
 from tritontune.search.workload_search import (
     WorkloadSearchSettings,
-    finalist_load,
     run_workload_search,
     workload_space,
 )

@@ -37,15 +37,13 @@ from tritontune.config.repository import load_model_source
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.traffic import Traffic, read_traffic
 from tritontune.precision.prepare import AccuracySettings
+from tritontune.search.endpoint_layout import EndpointSplit, point_variant, shared_split
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace
+from tritontune.search.traffic_finals import finalist_load
 from tritontune.search.workload_search import (
-    EndpointSplit,
     WorkloadSearchSettings,
-    finalist_load,
-    point_variant,
     run_workload_search,
-    shared_split,
     workload_space,
 )
 from tritontune.serving.session import TuningSession

@@ -32,10 +32,10 @@ from tritontune.config.repository import load_model_source
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.traffic import read_traffic
 from tritontune.search.setup import space_for
+from tritontune.search.traffic_finals import finalist_load
 from tritontune.search.workload_search import (
     WorkloadSearchResult,
     WorkloadSearchSettings,
-    finalist_load,
     run_workload_search,
     workload_space,
 )

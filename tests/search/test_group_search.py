@@ -20,12 +20,12 @@ from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import PIPELINE_KNOBS, Variant
 from tritontune.errors import InputError
 from tritontune.measure.traffic import Layout, parse_traffic, read_traffic
+from tritontune.search.endpoint_layout import point_variant
 from tritontune.search.instance_budget import Device, InstanceBudget
 from tritontune.search.pipeline_space import group_space
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.workload_search import (
     WorkloadSearchSettings,
-    point_variant,
     run_workload_search,
     searched_layouts,
     workload_space,

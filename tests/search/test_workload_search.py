@@ -20,19 +20,21 @@ from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
 from tritontune.hostinfo import WorkerId
 from tritontune.measure.traffic import Layout, parse_traffic
-from tritontune.search.space import Choice, IntRange, SearchSpace
-from tritontune.search.traffic_capacity import NEAR_STEP
-from tritontune.search.workload_search import (
+from tritontune.search.endpoint_layout import (
     EndpointChoices,
     EndpointKnobs,
     EndpointSplit,
-    WorkloadSearchProgress,
-    WorkloadSearchSettings,
     describe_endpoint_knobs,
     endpoint_variants,
     point_variant,
+)
+from tritontune.search.instance_budget import split_by_demand
+from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.search.traffic_capacity import NEAR_STEP
+from tritontune.search.workload_search import (
+    WorkloadSearchProgress,
+    WorkloadSearchSettings,
     run_workload_search,
-    split_by_demand,
     workload_space,
 )
 from tritontune.study.handle import TuningStudy

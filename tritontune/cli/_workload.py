@@ -21,15 +21,15 @@ from tritontune.cli._common import (
 from tritontune.config.variant import PIPELINE_KNOBS, knobs_summary
 from tritontune.measure.traffic import Layout, Traffic
 from tritontune.report.workload import summary_lines, write_workload_report
+from tritontune.search.endpoint_layout import describe_endpoint_knobs
 from tritontune.search.pipeline_space import PipelineSpace, knob_name
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace, SpaceSource
+from tritontune.search.traffic_objective import ADMISSION_CHOICES
 from tritontune.search.workload_search import (
-    ADMISSION_CHOICES,
     WorkloadSearchProgress,
     WorkloadSearchResult,
     WorkloadSearchSettings,
-    describe_endpoint_knobs,
     run_workload_search,
     searched_layouts,
     workload_space,

@@ -8,7 +8,7 @@ search is a new objective, never a second loop. Two exist:
 
 - :class:`tritontune.search.optimize.SloObjective`: the operating point under a p99 SLO (the
   highest throughput whose p99 meets it);
-- :class:`tritontune.search.workload_search.TrafficObjective`: the capacity for a traffic mix (the
+- :class:`tritontune.search.traffic_objective.TrafficObjective`: the capacity for a traffic mix (the
   most inferences served with every class meeting its objective).
 """
 

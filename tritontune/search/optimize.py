@@ -34,16 +34,16 @@ from tritontune.measure.gpu_metrics import NO_GPUS
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
-from tritontune.search.first_trials import FirstTrials, use_first_trials
-from tritontune.search.loop import Budget, LoopProgress, optimize
+from tritontune.search.driver import FinalistsNow, StudyPlan, drive
+from tritontune.search.first_trials import FirstTrials
+from tritontune.search.loop import LoopProgress
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
 from tritontune.search.phases import Phases
 from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
-from tritontune.search.precisions import checked_precisions
 from tritontune.search.predicted import CalibrationProgress, Strategy, use_prediction
-from tritontune.search.setup import make_sampler, start_study, use_space
+from tritontune.search.setup import make_sampler
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
@@ -304,59 +304,61 @@ def run_search(
         identity=identity,
         sampler=make_sampler(settings.trials, settings.seed, settings.sampler),
     )
-    phases = Phases()
-    with phases.timed("precision checks"):
-        space = checked_precisions(study, session, space, settings.accuracy, progress.on_precisions)
-    use_space(study, space, what="--space (and --accuracy)")
-    start_study(study, session, settings.measure, settings.trials)
     worker = this_worker()
-    with phases.timed("baseline"):
-        baseline = _baseline(study, session, settings, progress, worker)
-    if isinstance(space, PipelineSpace):
-        space = _focus_on_bottleneck(space, baseline, settings.trials)
 
-    restarts_before = session.restarts
-    # The budget starts before calibration: --timeout bounds the whole search, whatever the strategy.
-    budget = Budget.start(settings.trials, settings.timeout_s, space.size())
-    objective: Objective = SloObjective(space, settings)
-    if settings.strategy == Strategy.TPE and not isinstance(space, PipelineSpace):
-        first = use_first_trials(study, space)
-        if progress.on_first_trials:
-            progress.on_first_trials(first)
-    if settings.strategy == Strategy.PREDICT:
-        if isinstance(space, PipelineSpace):
+    def with_baseline(checked: SearchSpace, phases: Phases) -> SearchSpace:
+        with phases.timed("baseline"):
+            baseline = _baseline(study, session, settings, progress, worker)
+        if isinstance(checked, PipelineSpace):
+            return _focus_on_bottleneck(checked, baseline, settings.trials)
+        return checked
+
+    def objective(searched: SearchSpace, phases: Phases) -> Objective:
+        slo: Objective = SloObjective(searched, settings)
+        if settings.strategy != Strategy.PREDICT:
+            return slo
+        if isinstance(searched, PipelineSpace):
             raise InputError(PREDICT_REFUSED)
         with phases.timed("calibration"):
-            objective = use_prediction(
+            return use_prediction(
                 study,
                 session,
-                space,
-                objective,
+                searched,
+                slo,
                 slo_p99_s=settings.slo_p99_s,
                 load_mode=settings.load_mode,
                 max_load=settings.max_load,
                 worker=worker,
                 progress=progress.calibration,
             )
-    with phases.timed("trials"):
-        outcome = optimize(
-            study,
-            objective,
-            session,
-            budget,
-            progress=LoopProgress(progress.on_trial_start, progress.on_trial_done),
+
+    driven = drive(
+        study,
+        session,
+        space,
+        StudyPlan(
+            objective=objective,
+            finals=Playoff(session, settings, progress),
+            trials=settings.trials,
+            timeout_s=settings.timeout_s,
+            measure=settings.measure,
+            accuracy=settings.accuracy,
+            prepare=with_baseline,
+            first_trials=settings.strategy == Strategy.TPE,
+            on_precisions=progress.on_precisions,
+            on_first_trials=progress.on_first_trials,
+            loop=LoopProgress(progress.on_trial_start, progress.on_trial_done),
             worker=worker,
-        )
-    with phases.timed("playoff"):
-        _playoff(study, session, space, settings, worker, progress)
+        ),
+    )
     return SearchResult(
         study=study.read(),
         storage=settings.storage_name,
         resumed=study.resumed,
-        stop_reason=outcome.stop_reason,
-        trials_this_run=outcome.trials_this_run,
-        restarts=session.restarts - restarts_before,
-        phases=phases,
+        stop_reason=driven.outcome.stop_reason,
+        trials_this_run=driven.outcome.trials_this_run,
+        restarts=driven.restarts,
+        phases=driven.phases,
     )
 
 
@@ -388,53 +390,64 @@ def _baseline(
     return baseline
 
 
-def _playoff(
-    study: TuningStudy,
-    session: Bench,
-    space: SearchSpace,
-    settings: SearchSettings,
-    worker: WorkerId,
-    progress: SearchProgress,
-) -> None:
-    """The playoff of the top candidates and the baseline, run once by one worker and kept in
-    the study (a resumed search whose top candidates are unchanged reuses it)."""
-    record = study.read()
-    top = [r for r in record.feasible if r.operating_point is not None][: settings.playoff.top]
-    if not top:
-        return
-    decided = (
-        [e.trial for e in record.playoff.entries if e.trial is not None] if record.playoff else None
-    )
-    if not study.claim_final_rounds("playoff", [r.number for r in top], decided, worker):
-        return  # the same contenders as the last playoff (its verdict stands), or another worker's
-    contenders = []
-    for trial in top:
-        assert trial.operating_point is not None
-        variant = space.to_variant(trial.params)
-        contenders.append(
-            Contender(
-                trial=trial.number,
-                variant=variant,
-                load=trial.operating_point.load,
-                screening_throughput=trial.operating_point.throughput,
-                simplicity=simplicity(session.configs(variant).values()),
-            )
+@dataclass
+class Playoff:
+    """The single-class search's final rounds, as the driver runs them
+    (:mod:`tritontune.search.driver`): the top candidates and the baseline (:mod:`.playoff`),
+    run once by one worker and kept in the study (a resumed search whose top candidates are
+    unchanged reuses it)."""
+
+    bench: Bench
+    settings: SearchSettings
+    progress: SearchProgress
+    job: str = "playoff"
+    phase: str = "playoff"
+
+    def finalists(self, study: TuningStudy) -> FinalistsNow | None:
+        record = study.read()
+        top = self._top(record)
+        if not top:
+            return None
+        decided = (
+            [e.trial for e in record.playoff.entries if e.trial is not None] if record.playoff else None
         )
-    if record.baseline is not None and record.baseline.levels:
-        base = record.baseline
-        load = base.load if base.feasible else min(level.load for level in base.levels)
-        contenders.append(Contender(None, Variant(), load, base.throughput if base.feasible else 0.0))
-    if progress.on_playoff_start:
-        progress.on_playoff_start(contenders, settings.playoff.rounds)
-    result = run_playoff(
-        session,
-        contenders,
-        settings.slo_p99_s,
-        settings.load_mode,
-        settings.playoff,
-        on_round=progress.on_playoff_round,
-    )
-    study.save_playoff(result)
+        return FinalistsNow([r.number for r in top], decided)
+
+    def _top(self, record: StudyRecord) -> list[TrialResult]:
+        return [r for r in record.feasible if r.operating_point is not None][: self.settings.playoff.top]
+
+    def run(self, study: TuningStudy, objective: Objective) -> None:
+        record = study.read()
+        contenders = []
+        for trial in self._top(record):
+            assert trial.operating_point is not None
+            variant = objective.space.to_variant(trial.params)
+            contenders.append(
+                Contender(
+                    trial=trial.number,
+                    variant=variant,
+                    load=trial.operating_point.load,
+                    screening_throughput=trial.operating_point.throughput,
+                    simplicity=simplicity(self.bench.configs(variant).values()),
+                )
+            )
+        if record.baseline is not None and record.baseline.levels:
+            base = record.baseline
+            load = base.load if base.feasible else min(level.load for level in base.levels)
+            contenders.append(
+                Contender(None, Variant(), load, base.throughput if base.feasible else 0.0)
+            )
+        if self.progress.on_playoff_start:
+            self.progress.on_playoff_start(contenders, self.settings.playoff.rounds)
+        result = run_playoff(
+            self.bench,
+            contenders,
+            self.settings.slo_p99_s,
+            self.settings.load_mode,
+            self.settings.playoff,
+            on_round=self.progress.on_playoff_round,
+        )
+        study.save_playoff(result)
 
 
 def simplicity(configs: Iterable[ModelConfig]) -> tuple[float, ...]:
