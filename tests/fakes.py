@@ -29,7 +29,8 @@ from tritontune.predict.batcher import ClosedLoop, OpenLoop, ServiceCurve, simul
 from tritontune.predict.config import batcher_config_of
 from tritontune.server.client import BatchCompute
 from tritontune.server.launcher import ServerInfo
-from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.bench import Capability, LoadReceipt
+from tritontune.serving.group_session import ModelGroupSession
 
 
 class FakeSession:
@@ -52,6 +53,7 @@ class FakeSession:
         self.source = source
         self.name = source.name
         self.request_shape = RequestShape()
+        self.lacks: dict[Capability, str] = {}
         self.info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TargetCapabilities(), "local")
         self.owns_server = True
         self.via_python = False
@@ -283,6 +285,7 @@ class FakeGroupSession(FakeSession):
         super().__init__(dataclasses.replace(first, name=name))
         self.sources = {s.name: s for s in sources}
         self.step_models = tuple(self.sources)
+        self.lacks = dict(ModelGroupSession.LACKS)
         self.cores = cores
         self.loaded_configs: dict[str, ModelConfig] = {}
         self.instances_loaded: list[int] = []

@@ -33,12 +33,10 @@ from tritontune.config.pipeline import is_pipeline, per_model
 from tritontune.config.repository import ModelSource, ServedModel, load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
-from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import ClassRequests
 from tritontune.measure.traffic import Traffic, TrafficClass, check_models
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
-from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.bench import Capability, LoadReceipt
 from tritontune.serving.session import TuningSession, version_targets
 
 GROUP_SEPARATOR = "+"
@@ -47,6 +45,10 @@ GROUP_SEPARATOR = "+"
 _NO_ENDPOINTS = (
     "the classes of this workload name their models: each class already has its own model, so "
     "there are no endpoints to split (the endpoints layout is for one model's classes)"
+)
+_NO_ONE_CLASS = (
+    "a group of models is measured with a workload's classes, each sent to its model (one "
+    "class of load has no model to call)"
 )
 
 
@@ -57,6 +59,8 @@ class ModelGroupSession(TuningSession):
     name and identity; the study's context (repository, version, files) is that model's, with
     every model's files beside (:attr:`models`: what ``export`` copies and checks, model by model).
     """
+
+    LACKS = {Capability.ONE_CLASS: _NO_ONE_CLASS, Capability.ENDPOINTS: _NO_ENDPOINTS}
 
     def __init__(
         self, models: tuple[ModelSource, ...], tuned: tuple[str, ...] | None = None, **options: Any
@@ -152,19 +156,7 @@ class ModelGroupSession(TuningSession):
             self.model_source(model), self.step_builder(model), precisions, accuracy, input_data
         )
 
-    def load_endpoints(self, variants: Any) -> LoadReceipt:
-        raise InputError(_NO_ENDPOINTS)
-
-    def load_routes(self, routes: Any) -> LoadReceipt:
-        raise InputError(_NO_ENDPOINTS)
-
     # -- measuring -------------------------------------------------------------------------------
-    def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
-        raise InputError(
-            f"{self.name!r} is a group of models: it is measured with a workload's classes, each "
-            "sent to its model (one class of load has no model to call)"
-        )
-
     def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
         """The class's own requests (its batch size, data, priority), for the model it names."""
         model = traffic_class.model

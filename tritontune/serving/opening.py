@@ -12,7 +12,8 @@ from typing import Any
 from tritontune.config.pipeline import is_pipeline
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
-from tritontune.serving.pipeline_session import NO_CLASSES, open_pipeline_session
+from tritontune.serving.bench import Capability
+from tritontune.serving.pipeline_session import PipelineSession, open_pipeline_session
 from tritontune.serving.session import TuningSession
 
 
@@ -32,7 +33,8 @@ def open_session(
     source = load_model_source(Path(model_repository), model)
     pipeline = bool(composing) or is_pipeline(source.base_config)
     if pipeline and for_traffic:
-        raise InputError(f"--model {model}: a pipeline (an ensemble or a BLS model): {NO_CLASSES}")
+        why = PipelineSession.LACKS[Capability.TRAFFIC]
+        raise InputError(f"--model {model}: a pipeline (an ensemble or a BLS model): {why}")
     if pipeline:
         return open_pipeline_session(Path(model_repository), model, composing, **options)
     return TuningSession(source, **options)

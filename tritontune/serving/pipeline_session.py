@@ -40,9 +40,6 @@ from tritontune.config.repository import ModelSource, ServedModel
 from tritontune.config.variant import FP16_IO, FP32, Variant
 from tritontune.errors import InputError
 from tritontune.measure.inputs import read_input_data
-from tritontune.measure.measurement import MeasureSettings
-from tritontune.measure.mixed import TrafficMeasurement
-from tritontune.measure.traffic import Traffic
 from tritontune.precision.prepare import (
     AccuracySettings,
     PrecisionCheck,
@@ -50,7 +47,7 @@ from tritontune.precision.prepare import (
     config_input_specs,
     joined_input_data,
 )
-from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.bench import Capability, LoadReceipt
 from tritontune.serving.session import TuningSession, version_targets
 
 NO_CLASSES = (
@@ -61,6 +58,8 @@ NO_CLASSES = (
 
 class PipelineSession(TuningSession):
     """Use as a context manager, like :class:`TuningSession` (see the module docstring)."""
+
+    LACKS = {Capability.TRAFFIC: NO_CLASSES, Capability.ENDPOINTS: NO_CLASSES}
 
     def __init__(self, pipeline: Pipeline, **options: Any) -> None:
         super().__init__(pipeline.entry, **options)
@@ -235,17 +234,6 @@ class PipelineSession(TuningSession):
             reached = {name: tensors[tensor] for name, tensor in steps[-1].input_map.items()}
             inputs.append({n: v[0] if batching else v for n, v in reached.items()})
         return cached_input_data(model, inputs)
-
-    def load_endpoints(self, variants: Any) -> LoadReceipt:
-        raise InputError(NO_CLASSES)
-
-    def load_routes(self, routes: Any) -> LoadReceipt:
-        raise InputError(NO_CLASSES)
-
-    def measure_traffic(
-        self, traffic: Traffic, total_rate: float, settings: MeasureSettings | None = None
-    ) -> TrafficMeasurement:
-        raise InputError(NO_CLASSES)
 
 
 def _described(data: str, captured: dict[Path, str], before: tuple[str, ...], *, bls: bool) -> str:

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
@@ -38,7 +38,7 @@ from tritontune.precision.prepare import (
 )
 from tritontune.server.factory import LaunchSettings
 from tritontune.server.launcher import ServerInfo
-from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.bench import Capability, LoadReceipt, require
 from tritontune.serving.server import Server
 
 
@@ -53,7 +53,13 @@ def version_targets(sources: Iterable[ModelSource]) -> set[Path]:
 
 
 class TuningSession:
-    """Use as a context manager; leaving it stops the server and removes the working files."""
+    """Use as a context manager; leaving it stops the server and removes the working files.
+
+    One model does everything a bench can (``LACKS`` is empty); a kind of bench that serves
+    something else states what it lacks in its ``LACKS``, and the members here refuse those
+    (:func:`~tritontune.serving.bench.require`)."""
+
+    LACKS: ClassVar[Mapping[Capability, str]] = {}
 
     def __init__(
         self,
@@ -111,6 +117,10 @@ class TuningSession:
         return bool(self.source.base_config.input and self.source.base_config.output)
 
     # -- facts -----------------------------------------------------------------------------------
+    @property
+    def lacks(self) -> Mapping[Capability, str]:
+        return self.LACKS
+
     @property
     def name(self) -> str:
         return self.source.name
@@ -302,6 +312,7 @@ class TuningSession:
         each with its own config (the export's endpoint naming), while the shared model is
         unloaded. A workload's class is then sent to the endpoint of its name (a client-side
         router); :meth:`load` goes back to the shared model."""
+        require(self.lacks, Capability.ENDPOINTS)
         served = {}
         for role, variant in variants.items():
             source = dataclasses.replace(self.source, name=f"{self.name}_{role}")
@@ -313,6 +324,7 @@ class TuningSession:
     def load_routes(self, routes: Mapping[str, ModelSource]) -> LoadReceipt:
         """Serve models as they are (their own config.pbtxt, validated) and send each class of
         a workload to its own: ``check`` of a repository exported as one endpoint per class."""
+        require(self.lacks, Capability.ENDPOINTS)
         configs: dict[str, ModelConfig] = {}
         for source in routes.values():
             if source.name not in configs:
@@ -365,6 +377,7 @@ class TuningSession:
     # -- measuring -------------------------------------------------------------------------------
     def measure(self, load: LoadSpec, settings: MeasureSettings | None = None) -> Measurement:
         """Measure the loaded config at ``load``; a server that died raises ServerDiedError."""
+        require(self.lacks, Capability.ONE_CLASS)
         if not self._requests:
             raise ServerError("no config is loaded; call load() first")
         self.server.check_alive()
@@ -422,6 +435,7 @@ class TuningSession:
         :meth:`load_endpoints`, each class against the endpoint named after it. With
         ``--load-processes auto`` a client-bound level is measured again with more load
         processes, as in :meth:`measure`."""
+        require(self.lacks, Capability.TRAFFIC)
         self.load_settings.refuse_traffic()
         if self._loaded is None and not self._endpoints:
             raise ServerError("no config is loaded; call load() first")

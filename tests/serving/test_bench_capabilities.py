@@ -1,0 +1,60 @@
+"""What a kind of bench lacks is declared before it starts, and refused in that one line.
+
+A pipeline measures one class end to end; a group of models measures a workload's classes, each
+sent to its model. What each cannot do is its class's ``LACKS`` (no server needed to know it),
+and the session's own members refuse it from there: no subclass overrides a member only to
+raise, and the line a command gives before launch is the one the bench would give."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.pipelines import write_pipeline
+from tritontune.config.repository import load_model_source
+from tritontune.config.variant import Variant
+from tritontune.errors import InputError
+from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.traffic import read_traffic
+from tritontune.serving.bench import Capability, require
+from tritontune.serving.group_session import ModelGroupSession
+from tritontune.serving.opening import open_session
+from tritontune.serving.pipeline_session import PipelineSession, open_pipeline_session
+from tritontune.serving.session import TuningSession
+
+WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-batch.yaml"
+
+
+def test_one_model_lacks_nothing(example_repository: Path):
+    session = TuningSession(load_model_source(example_repository, "mlp"))
+    assert session.lacks == {}
+    for capability in Capability:
+        require(session.lacks, capability)  # no refusal
+
+
+def test_a_pipeline_refuses_classes_and_endpoints_with_its_declared_line(tmp_path: Path):
+    repository = write_pipeline(tmp_path / "repository")
+    session = open_pipeline_session(repository, "pipe")
+    why = PipelineSession.LACKS[Capability.TRAFFIC]
+    assert set(session.lacks) == {Capability.TRAFFIC, Capability.ENDPOINTS}
+    with pytest.raises(InputError, match="not searched for pipelines yet") as traffic:
+        session.measure_traffic(read_traffic(WORKLOAD), 1.0)
+    assert str(traffic.value) == why
+    with pytest.raises(InputError, match="not searched for pipelines yet"):
+        session.load_endpoints({"a": Variant()})
+    with pytest.raises(InputError, match="not searched for pipelines yet"):
+        session.load_routes({})
+    # and before any session is made: what `search --workload -m pipe` says
+    with pytest.raises(InputError, match=re.escape(why)):
+        open_session(repository, "pipe", for_traffic=True)
+
+
+def test_a_group_refuses_one_class_and_endpoints_with_its_declared_line(example_repository: Path):
+    mlp = load_model_source(example_repository, "mlp")
+    group = ModelGroupSession((mlp, dataclasses.replace(mlp, name="other")))
+    assert set(group.lacks) == {Capability.ONE_CLASS, Capability.ENDPOINTS}
+    with pytest.raises(InputError, match="one class of load has no model to call"):
+        group.measure(LoadSpec.concurrency(1))
+    with pytest.raises(InputError, match="no endpoints to split"):
+        group.load_endpoints({"a": Variant()})
