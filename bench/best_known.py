@@ -15,6 +15,8 @@ median with its min-max interval and its share of the best known; everything is 
 
     python bench/best_known.py --model-repository examples/minilm/model_repository --model minilm \\
         --input-data examples/minilm/inputs.json --slo 100ms --studies bench-seeds --rounds 3
+
+``--results`` adds the winners of searches whose studies were not kept, from their results JSONs.
 """
 
 from __future__ import annotations
@@ -89,6 +91,33 @@ def winners(studies: Path, url_of: Any) -> list[dict[str, Any]]:
     return found
 
 
+def result_winners(paths: list[Path]) -> list[dict[str, Any]]:
+    """Each search's winner, from its results JSON (``search --results``): its point, the load
+    its playoff held it at (else its screening load), and its figure there. For searches whose
+    studies were not kept."""
+    found = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        best = data.get("best")
+        if not best:
+            continue
+        playoff = data.get("playoff") or {}
+        entry = next((e for e in playoff.get("entries", []) if e["trial"] == best["trial"]), None)
+        screening = best["screening_operating_point"]
+        held = [r["throughput"] for r in entry["rounds"]] if entry else []
+        found.append(
+            {
+                "label": path.name.removesuffix(".results.json"),
+                "trial": best["trial"],
+                "point": best["params"],
+                "variant": SearchSpace.from_dict(data["space"]).to_variant(dict(best["params"])),
+                "load": entry["load"] if entry else screening["load"],
+                "search_figure": statistics.median(held) if held else screening["throughput"],
+            }
+        )
+    return found
+
+
 def prediction_errors(studies: Path, url_of: Any) -> dict[str, dict[str, float | int]]:
     """The prediction error of every predicted trial in ``studies``, by how the prediction was
     made (``derivation``): |predicted / measured - 1| of throughput (as proposed: corrected; and
@@ -124,6 +153,9 @@ def main() -> int:
     parser.add_argument("--input-data", type=Path)
     parser.add_argument("--slo", default="100ms")
     parser.add_argument("--studies", type=Path, help="a folder of bench/seeds.py studies (*.db)")
+    parser.add_argument(
+        "--results", type=Path, nargs="*", default=[], help="searches' results JSONs (winners)"
+    )
     parser.add_argument("--grid-top", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-best-known")
@@ -178,6 +210,7 @@ def main() -> int:
             for i, r in enumerate(grid[: args.grid_top])
         }
         found = winners(args.studies, lambda db: f"sqlite:///{db.resolve()}") if args.studies else []
+        found += result_winners(args.results)
         for j, win in enumerate(found):
             contenders.append(
                 Contender(STUDY_FIRST + j, win["variant"], win["load"], win["search_figure"])
