@@ -17,6 +17,7 @@ from tritontune.config.variant import Variant
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.traffic import read_traffic
+from tritontune.precision.convert import cache_dir as precision_cache_dir
 from tritontune.serving.bench import Capability, require
 from tritontune.serving.group_session import ModelGroupSession
 from tritontune.serving.opening import open_session
@@ -58,3 +59,13 @@ def test_a_group_refuses_one_class_and_endpoints_with_its_declared_line(example_
         group.measure(LoadSpec.concurrency(1))
     with pytest.raises(InputError, match="no endpoints to split"):
         group.load_endpoints({"a": Variant()})
+
+
+def test_a_group_mounts_every_models_files_and_the_precision_cache(example_repository: Path):
+    """A group's models get precision variants, linked from the precision cache: a server in a
+    container must see the cache as one model's session does (it was left out)."""
+    mlp = load_model_source(example_repository, "mlp")
+    group = ModelGroupSession((mlp, dataclasses.replace(mlp, name="other")))
+    linked = set(group._linked_directories())
+    assert precision_cache_dir().resolve() in linked
+    assert set(TuningSession(mlp)._linked_directories()) <= linked

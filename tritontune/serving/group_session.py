@@ -82,7 +82,9 @@ class ModelGroupSession(TuningSession):
         return all(m.base_config.input and m.base_config.output for m in self.models)
 
     def _linked_directories(self) -> tuple[Path, ...]:
-        return tuple(sorted(version_targets(self.models)))
+        """Every model's files, and the precision cache (a tuned model's variants are linked
+        from there): a container must see them at the same paths."""
+        return tuple(sorted(set(super()._linked_directories()) | version_targets(self.models)))
 
     # -- facts -----------------------------------------------------------------------------------
     @property
