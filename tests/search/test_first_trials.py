@@ -1,5 +1,6 @@
 """The first trials of a default search: every accepted precision, then every way to use the
-host's compute at the best precision, before TPE (tritontune/search/first_trials.py)."""
+host's compute at the best precision, then the splits with the most instances with small
+batches, before TPE (tritontune/search/first_trials.py)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,24 @@ def test_every_first_point_is_one_whole_config_with_sensible_knobs():
         assert p["dynamic_batching"] is True and p["max_batch_size"] == 16
         assert p["max_queue_delay"] == 1000 and p["preferred_batch_size"] == "none"
         assert p["graph_optimization"] == "all" and p["inter_op_thread_count"] == 1
-    assert first.count() == 5  # four precisions, then the other split of two cores
+    assert first.count() == 7  # four precisions, the other split, both splits with small batches
+
+
+def test_the_splits_with_the_most_instances_are_measured_again_with_small_batches():
+    first = FirstTrials.of(cpu_space(16))
+    small = first.step_three("int8_dynamic")
+    assert [(p["instance_count"], p["intra_op_thread_count"]) for p in small] == [(16, 1), (8, 2)]
+    for p in small:
+        assert p["max_batch_size"] == 4 and p["dynamic_batching"] is True
+        assert p["precision"] == "int8_dynamic" and p["max_queue_delay"] == 1000
+    assert "again 16 x 1 threads, 8 x 2 threads, with batches up to 4" in first.describe()
+
+
+def test_a_space_without_batch_sizes_measures_nothing_twice():
+    space = SearchSpace({"instance_count": IntRange(1, 4), "precision": Choice(("fp32", "fp16"))})
+    first = FirstTrials.of(space)
+    assert first.step_three("fp32") == []
+    assert first.count() == 2 + 2  # precisions at 2 instances, then 1 and 4
 
 
 def result(number: int, params: dict, throughput: float, feasible: bool = True) -> TrialResult:
@@ -97,6 +115,10 @@ def test_precisions_first_then_the_other_settings_at_the_best_precision():
         step_one[0]["intra_op_thread_count"],
     )
     taken.append(proposed)
+    for expected in first.step_three("int8_dynamic"):  # small batches, at the best precision
+        proposed = first.next_point(results, taken)
+        assert proposed == expected and proposed["max_batch_size"] == 4
+        taken.append(proposed)
     assert first.next_point(results, taken) is None  # TPE's turn
 
 
