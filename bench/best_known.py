@@ -16,7 +16,9 @@ median with its min-max interval and its share of the best known; everything is 
     python bench/best_known.py --model-repository examples/minilm/model_repository --model minilm \\
         --input-data examples/minilm/inputs.json --slo 100ms --studies bench-seeds --rounds 3
 
-``--results`` adds the winners of searches whose studies were not kept, from their results JSONs.
+``--results`` adds the winners of searches whose studies were not kept, from their results JSONs;
+``--grid-top 0`` leaves the grid out (finals of the searches' winners and the model's own config
+only: a best known from an earlier grid is brought in as the search winner it was).
 """
 
 from __future__ import annotations
@@ -156,7 +158,12 @@ def main() -> int:
     parser.add_argument(
         "--results", type=Path, nargs="*", default=[], help="searches' results JSONs (winners)"
     )
-    parser.add_argument("--grid-top", type=int, default=2)
+    parser.add_argument(
+        "--grid-top",
+        type=int,
+        default=2,
+        help="the grid's best N in the finals (0: no grid measured, only the searches' winners)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-best-known")
     args = parser.parse_args()
@@ -180,7 +187,8 @@ def main() -> int:
         accepted = [p for p in PRECISIONS if checks[p].accepted]
         print(f"precisions accepted by the gate: {', '.join(accepted)}", flush=True)
         grid: list[dict[str, Any]] = []
-        for (instances, threads), precision in itertools.product(splits(cores), accepted):
+        grid_points = itertools.product(splits(cores), accepted) if args.grid_top > 0 else []
+        for (instances, threads), precision in grid_points:
             point = {
                 **SCHEDULER,
                 "instance_count": instances,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from tritontune.hostinfo import WorkerId, this_worker
 from tritontune.measure.measurement import MeasureSettings
@@ -37,17 +37,22 @@ from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.study.handle import TuningStudy
 
+RecordT = TypeVar("RecordT")
+
 
 @dataclass(frozen=True)
-class FinalistsNow:
+class FinalistsNow(Generic[RecordT]):
     """Who would enter the final rounds now, and who entered the rounds the study keeps."""
 
     trials: list[int]
     decided: list[int] | None
     """The trials of the rounds on record (None: no rounds on record)."""
+    record: RecordT
+    """The study as read to find them; the rounds are measured from it, so a search reads
+    its whole study once for its finals (a slow read on a shared PostgreSQL study)."""
 
 
-class Finals(Protocol):
+class Finals(Protocol[RecordT]):
     """A search's final rounds: its best configs and the baseline re-measured in interleaved
     rounds (:mod:`.final_rounds`), the verdict saved in the study."""
 
@@ -61,14 +66,32 @@ class Finals(Protocol):
         """The phase the rounds' seconds are counted in."""
         ...
 
-    def finalists(self, study: TuningStudy) -> FinalistsNow | None:
+    def finalists(self, study: TuningStudy) -> FinalistsNow[RecordT] | None:
         """The finalists now (None: nothing to re-measure, no rounds to run)."""
         ...
 
-    def run(self, study: TuningStudy, objective: Objective) -> None:
-        """Measure the rounds and save their verdict in ``study`` (``objective``: the trials',
-        whose space the finalists' points are in)."""
+    def run(self, study: TuningStudy, objective: Objective, now: FinalistsNow[RecordT]) -> None:
+        """Measure the rounds of ``now``'s finalists and save their verdict in ``study``
+        (``objective``: the trials', whose space the finalists' points are in)."""
         ...
+
+
+class SearchLimits(Protocol):
+    """What a search's settings say that the driver needs: the budget, the measurement windows
+    and the precision gate (:class:`~tritontune.search.optimize.SearchSettings` and
+    :class:`~tritontune.search.workload_search.WorkloadSearchSettings` both)."""
+
+    @property
+    def trials(self) -> int | None: ...
+
+    @property
+    def timeout_s(self) -> float | None: ...
+
+    @property
+    def measure(self) -> MeasureSettings: ...
+
+    @property
+    def accuracy(self) -> AccuracySettings | None: ...
 
 
 @dataclass
@@ -78,11 +101,8 @@ class StudyPlan:
     objective: Callable[[SearchSpace, Phases], Objective]
     """The trials' objective for the space the trials search (a prediction calibrates first,
     timing its phase)."""
-    finals: Finals
-    trials: int | None
-    timeout_s: float | None
-    measure: MeasureSettings
-    accuracy: AccuracySettings | None
+    finals: Finals[Any]
+    limits: SearchLimits
     traffic: Traffic | None = None
     """A traffic mix: its classes' request data judge the precision variants."""
     prepare: Callable[[SearchSpace, Phases], SearchSpace] | None = None
@@ -118,14 +138,17 @@ def drive(study: TuningStudy, bench: Bench, space: SearchSpace, plan: StudyPlan)
     (started): see the module docstring."""
     phases = Phases()
     with phases.timed("precision checks"):
-        space = checked_precisions(study, bench, space, plan.accuracy, plan.on_precisions, plan.traffic)
+        space = checked_precisions(
+            study, bench, space, plan.limits.accuracy, plan.on_precisions, plan.traffic
+        )
     use_space(study, space, what="--space (and --accuracy)")
-    start_study(study, bench, plan.measure, plan.trials)
+    start_study(study, bench, plan.limits.measure, plan.limits.trials)
     if plan.prepare is not None:
         space = plan.prepare(space, phases)
     restarts_before = bench.restarts
     # The budget starts before a calibration: --timeout bounds the whole search.
-    budget = Budget.start(plan.trials, plan.timeout_s, space.size() if plan.sized_budget else None)
+    limits = plan.limits
+    budget = Budget.start(limits.trials, limits.timeout_s, space.size() if plan.sized_budget else None)
     if plan.first_trials and not isinstance(space, PipelineSpace):
         first = use_first_trials(study, space)
         if plan.on_first_trials:
@@ -138,11 +161,13 @@ def drive(study: TuningStudy, bench: Bench, space: SearchSpace, plan: StudyPlan)
     return DrivenStudy(outcome, phases, bench.restarts - restarts_before, finals_run)
 
 
-def _claimed_finals(study: TuningStudy, finals: Finals, objective: Objective, worker: WorkerId) -> bool:
+def _claimed_finals(
+    study: TuningStudy, finals: Finals[Any], objective: Objective, worker: WorkerId
+) -> bool:
     """Run ``finals`` unless the study's rounds are over the same finalists or another worker
     claimed them; whether this run measured them."""
     now = finals.finalists(study)
     if now is None or not study.claim_final_rounds(finals.job, now.trials, now.decided, worker):
         return False
-    finals.run(study, objective)
+    finals.run(study, objective, now)
     return True

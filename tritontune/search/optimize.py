@@ -339,10 +339,7 @@ def run_search(
         StudyPlan(
             objective=objective,
             finals=Playoff(session, settings, progress),
-            trials=settings.trials,
-            timeout_s=settings.timeout_s,
-            measure=settings.measure,
-            accuracy=settings.accuracy,
+            limits=settings,
             prepare=with_baseline,
             first_trials=settings.strategy == Strategy.TPE,
             on_precisions=progress.on_precisions,
@@ -403,7 +400,7 @@ class Playoff:
     job: str = "playoff"
     phase: str = "playoff"
 
-    def finalists(self, study: TuningStudy) -> FinalistsNow | None:
+    def finalists(self, study: TuningStudy) -> FinalistsNow[StudyRecord] | None:
         record = study.read()
         top = self._top(record)
         if not top:
@@ -411,13 +408,13 @@ class Playoff:
         decided = (
             [e.trial for e in record.playoff.entries if e.trial is not None] if record.playoff else None
         )
-        return FinalistsNow([r.number for r in top], decided)
+        return FinalistsNow([r.number for r in top], decided, record)
 
     def _top(self, record: StudyRecord) -> list[TrialResult]:
         return [r for r in record.feasible if r.operating_point is not None][: self.settings.playoff.top]
 
-    def run(self, study: TuningStudy, objective: Objective) -> None:
-        record = study.read()
+    def run(self, study: TuningStudy, objective: Objective, now: FinalistsNow[StudyRecord]) -> None:
+        record = now.record
         contenders = []
         for trial in self._top(record):
             assert trial.operating_point is not None

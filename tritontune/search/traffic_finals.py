@@ -36,7 +36,7 @@ from tritontune.serving.bench import Bench
 from tritontune.study.duet import settled
 from tritontune.study.figures import Finalist
 from tritontune.study.handle import TuningStudy
-from tritontune.study.records import TrialResult, WorkloadFinal
+from tritontune.study.records import TrialResult, WorkloadFinal, WorkloadStudyRecord
 from tritontune.study.verdict import workload_final
 
 
@@ -57,22 +57,27 @@ class TrafficFinals:
     phase: str = "final rounds"
     final: WorkloadFinal | None = None
     """The verdict this run measured (None: not run)."""
+    record: WorkloadStudyRecord | None = None
+    """The study as last read for the finals (after the trials; None: not read)."""
     last: dict[str, TrafficCapacity] = field(default_factory=dict)
     """Each finalist's capacity in its last round, by label."""
     settled_after: dict[str, int] = field(default_factory=dict)
     """Finalists that sat out the later rounds, by label: after how many rounds."""
 
-    def finalists(self, study: TuningStudy) -> FinalistsNow:
+    def finalists(self, study: TuningStudy) -> FinalistsNow[WorkloadStudyRecord]:
         record = study.read_workload()
         top = [t.number for t in top_trials(record.results, self.top)]
         decided = (
             [f.trial for f in record.final.finalists if f.trial is not None] if record.final else None
         )
-        return FinalistsNow(top, decided)
+        self.record = record
+        return FinalistsNow(top, decided, record)
 
-    def run(self, study: TuningStudy, objective: Objective) -> None:
+    def run(
+        self, study: TuningStudy, objective: Objective, now: FinalistsNow[WorkloadStudyRecord]
+    ) -> None:
         assert isinstance(objective, TrafficObjective)
-        trials = study.read_workload().results
+        trials = now.record.results
         self.final, self.last, self.settled_after = _final_rounds(self, objective, trials)
         study.save_workload_final(self.final)
 

@@ -292,10 +292,7 @@ def run_workload_search(
         StudyPlan(
             objective=objective,
             finals=finals,
-            trials=settings.trials,
-            timeout_s=settings.timeout_s,
-            measure=settings.measure,
-            accuracy=settings.accuracy,
+            limits=settings,
             traffic=traffic,
             sized_budget=False,
             on_precisions=progress.on_precisions,
@@ -303,7 +300,7 @@ def run_workload_search(
             loop=LoopProgress(progress.on_trial_start, progress.on_trial_done),
         ),
     )
-    record = study.read_workload()
+    record = finals.record or study.read_workload()  # read once for the finals, after the trials
     return WorkloadSearchResult(
         name,
         record.results,
