@@ -48,7 +48,7 @@ from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace
 from tritontune.serving.opening import open_session
-from tritontune.serving.pipeline_session import PipelineSession
+from tritontune.serving.served import ServedPipeline
 from tritontune.study.figures import OperatingPoint
 from tritontune.units import parse_duration
 
@@ -122,7 +122,7 @@ def main() -> None:
 
     shape = RequestShape(input_data=TEXT_INPUTS)
     with open_session(repository, ENSEMBLE, request_shape=shape, settings=ROUND_MEASURE) as session:
-        assert isinstance(session, PipelineSession)
+        assert isinstance(session.serves, ServedPipeline)
         joint = space_for(session, slo_s)
     assert isinstance(joint, PipelineSpace)
 

@@ -382,7 +382,7 @@ def group_study(tmp_path_factory: pytest.TempPathFactory, example_repository: Pa
     from tritontune.search.pipeline_space import group_space
     from tritontune.search.space import Choice
     from tritontune.search.workload_search import WorkloadSearchSettings, run_workload_search
-    from tritontune.serving.group_session import open_group_session
+    from tritontune.serving.opening import open_group_session
 
     root = tmp_path_factory.mktemp("group")
     repository = two_model_repository(root, example_repository)

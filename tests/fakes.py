@@ -29,8 +29,8 @@ from tritontune.predict.batcher import ClosedLoop, OpenLoop, ServiceCurve, simul
 from tritontune.predict.config import batcher_config_of
 from tritontune.server.client import BatchCompute
 from tritontune.server.launcher import ServerInfo
-from tritontune.serving.bench import Capability, LoadReceipt
-from tritontune.serving.group_session import ModelGroupSession
+from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.served import Capability, ModelGroup, Served, SingleModel
 
 
 class FakeSession:
@@ -52,6 +52,7 @@ class FakeSession:
     ) -> None:
         self.source = source
         self.name = source.name
+        self.serves: Served = SingleModel(source)
         self.request_shape = RequestShape()
         self.lacks: dict[Capability, str] = {}
         self.info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TargetCapabilities(), "local")
@@ -76,6 +77,9 @@ class FakeSession:
         self.measure_delay_s = measure_delay_s
         self.settings = MeasureSettings()
         self.endpoints: dict[str, ModelConfig] = {}
+
+    def batch_dim_dynamic_of(self, model: str) -> bool:
+        return self.batch_dim_dynamic
 
     def build(self, variant: Variant) -> ModelConfig:
         return apply_variant(self.source.base_config, variant)
@@ -269,7 +273,7 @@ class SimulatedSession(FakeSession):
 
 class FakeGroupSession(FakeSession):
     """Several models on the modelled server, each class of a workload sent to the model it
-    names (the protocol of :class:`tritontune.serving.group_session.ModelGroupSession`).
+    names (a :class:`tritontune.serving.served.ModelGroup` served).
 
     The machine has ``cores`` cores. A model computes ``100 x max_batch_size`` samples/s per
     instance while the instances of every model together fit the cores; past that they
@@ -285,7 +289,8 @@ class FakeGroupSession(FakeSession):
         super().__init__(dataclasses.replace(first, name=name))
         self.sources = {s.name: s for s in sources}
         self.step_models = tuple(self.sources)
-        self.lacks = dict(ModelGroupSession.LACKS)
+        self.serves = ModelGroup(sources)
+        self.lacks = dict(ModelGroup.LACKS)
         self.cores = cores
         self.loaded_configs: dict[str, ModelConfig] = {}
         self.instances_loaded: list[int] = []

@@ -26,7 +26,7 @@ from tritontune.measure.traffic import Layout, read_traffic
 from tritontune.record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 from tritontune.search.setup import _step_model_files
 from tritontune.search.workload_search import run_workload_search
-from tritontune.serving.group_session import open_group_session
+from tritontune.serving.opening import open_group_session
 from tritontune.study.schema import ContextKey
 
 ROUTES = {"chat": "mlp_a", "embed": "mlp_b"}
@@ -44,7 +44,7 @@ def storage(tmp_path: Path, repository: Path) -> str:
     url = f"sqlite:///{tmp_path / 'g.db'}"
     session = FakeGroupSession(tuple(load_model_source(repository, m) for m in MODELS), cores=4)
     run_workload_search(session, SPACE, TRAFFIC, settings(trials=6, rounds=1, storage=url))
-    # The fake is no ModelGroupSession: record what a real one's search records (its context).
+    # The fake serves no real group: record what a real session's search records (its context).
     files = _step_model_files(open_group_session(repository, TRAFFIC))
     optuna.load_study(study_name="g", storage=url).set_user_attr(ContextKey.STEP_MODEL_FILES, files)
     return url

@@ -73,7 +73,7 @@ def test_remote_session_leaves_the_server_as_found(example_repository: Path, tmp
             settings=FAST,
         ) as remote:
             # the remote server only knows its own repository; its served config is used as is
-            remote.served = owner.served
+            remote.served_models = owner.served_models
             remote.load(Variant(instance_count=2))
             m = remote.measure(LoadSpec.concurrency(2))
             assert m.error_count == 0

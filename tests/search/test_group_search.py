@@ -30,7 +30,7 @@ from tritontune.search.workload_search import (
     searched_layouts,
     workload_space,
 )
-from tritontune.serving.group_session import open_group_session
+from tritontune.serving.opening import open_group_session
 
 TRAFFIC = parse_traffic(
     {
@@ -121,7 +121,7 @@ def test_model_must_be_one_of_the_models_the_classes_name(tmp_path: Path, exampl
     with pytest.raises(InputError, match=r"^--model other: the classes of .* name the models mlp; give"):
         open_group_session(example_repository, read_traffic(path), "other")
     session = open_group_session(example_repository, read_traffic(path), "mlp")
-    assert session.tuned_models == ("mlp",) and session.name == "mlp"
+    assert session.serves.tuned_models == ("mlp",) and session.name == "mlp"
 
 
 def test_the_cli_refuses_endpoints_and_a_missing_model(tmp_path: Path, example_repository: Path):

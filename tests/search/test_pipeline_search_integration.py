@@ -14,7 +14,7 @@ from tritontune.errors import ConfigError, InputError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.serving.opening import open_session
-from tritontune.serving.pipeline_session import PipelineSession
+from tritontune.serving.served import ServedPipeline
 from tritontune.study.figures import bottleneck
 
 pytestmark = pytest.mark.integration
@@ -51,11 +51,11 @@ def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
     pipeline_repository: Path,
 ):
     with open_session(pipeline_repository, PIPELINE, settings=FAST) as session:
-        assert isinstance(session, PipelineSession)
+        assert isinstance(session.serves, ServedPipeline)
         variant = PipelineVariant(models=(("shift", Variant(instance_count=2, max_queue_delay_us=500)),))
         receipt = session.load(variant)
         assert receipt.configs["shift"].instance_group[0].count == 2
-        assert receipt.configs["scale"] == session.step_source("scale").base_config
+        assert receipt.configs["scale"] == session.serves.source_of("scale").base_config
         m = session.measure(LoadSpec.concurrency(4))
         assert m.throughput > 0 and set(m.steps) == set(STEPS)
         assert all(split.requests > 0 for split in m.steps.values())
@@ -72,7 +72,7 @@ def test_a_bls_model_is_tuned_with_the_models_it_calls(bls_study: PipelineStudy)
     from tritontune.search.setup import space_for
 
     with open_session(bls_study.repository, BLS, composing=STEPS) as session:
-        assert isinstance(session, PipelineSession) and session.pipeline.bls
+        assert isinstance(session.serves, ServedPipeline) and session.serves.pipeline.bls
         space = space_for(session, bls_study.slo_s)
         assert space.models == (BLS, *STEPS)  # type: ignore[attr-defined]
     # The BLS model's own limit is its clients' contract; its instances and batcher are searched.

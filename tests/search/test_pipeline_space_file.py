@@ -32,9 +32,9 @@ from tritontune.search.setup import space_for, use_space
 from tritontune.search.space import Choice, IntRange, SearchSpace, SpaceSource
 from tritontune.search.workload_search import WorkloadSearchSettings, run_workload_search
 from tritontune.server.launcher import ServerInfo
-from tritontune.serving.group_session import ModelGroupSession, open_group_session
-from tritontune.serving.opening import open_session
-from tritontune.serving.pipeline_session import PipelineSession
+from tritontune.serving.opening import open_group_session, open_session
+from tritontune.serving.served import ModelGroup, ServedPipeline
+from tritontune.serving.session import TuningSession
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import StudyIdentity
 
@@ -237,18 +237,18 @@ def test_a_bls_models_own_batch_limit_is_kept_and_its_other_knobs_are_changed(tm
         apply_pipeline_space(below, default, bls)
 
 
-def _serving_here(monkeypatch: pytest.MonkeyPatch, session_class: type) -> None:
+def _serving_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """A session that was never started answers as a local CPU server would."""
     info = ServerInfo("127.0.0.1:1", None, None, "2.51.0", TARGET, "local")
-    monkeypatch.setattr(session_class, "info", property(lambda self: info))
+    monkeypatch.setattr(TuningSession, "info", property(lambda self: info))
 
 
 def test_space_for_reads_a_pipelines_file_and_a_config_files_space(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    _serving_here(monkeypatch, PipelineSession)
+    _serving_here(monkeypatch)
     session = open_session(write_pipeline(tmp_path / "repository"), PIPELINE)
-    assert isinstance(session, PipelineSession)
+    assert isinstance(session.serves, ServedPipeline)
     space = space_for(session, 0.1, space_file(tmp_path, "shift: {instance_count: 2}\n"))
     assert isinstance(space, PipelineSpace)
     assert space.dimensions["shift/instance_count"] == Choice((2,))
@@ -374,10 +374,10 @@ def test_a_group_search_measures_every_trial_with_the_fixed_instance_count(
 def test_space_for_reads_a_groups_file_and_refuses_a_model_served_as_it_is(
     tmp_path: Path, example_repository: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    _serving_here(monkeypatch, ModelGroupSession)
+    _serving_here(monkeypatch)
     repository = two_model_repository(tmp_path, example_repository)
     session = open_group_session(repository, TRAFFIC)
-    assert isinstance(session, ModelGroupSession)
+    assert isinstance(session.serves, ModelGroup)
     space = space_for(session, 0.02, space_file(tmp_path, "mlp_b: {instance_count: 1}\n"))
     assert isinstance(space, PipelineSpace) and space.budget is not None
     assert space.dimensions["mlp_b/instance_count"] == Choice((1,))

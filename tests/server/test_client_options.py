@@ -51,7 +51,9 @@ def _remote_session(
         source, launch=LaunchSettings(LaunchKind.REMOTE, url=url, client=client), settings=FAST
     )
     session.__enter__()
-    session.served = served  # the remote server reads its own repository; its config as it is
+    session.served_models = {
+        source.name: served
+    }  # the remote server reads its own repository; its config as it is
     return session
 
 

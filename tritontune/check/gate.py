@@ -65,8 +65,8 @@ from tritontune.record import (
 from tritontune.server.factory import LaunchSettings
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
-from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
-from tritontune.serving.opening import open_session
+from tritontune.serving.opening import open_group_session, open_session
+from tritontune.serving.served import GROUP_SEPARATOR
 from tritontune.serving.session import TuningSession
 from tritontune.study.figures import StepFigure, median_steps
 

@@ -74,8 +74,8 @@ from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_
 from tritontune.search.traffic_capacity import DEFAULT_START_RATE
 from tritontune.search.workload_search import WorkloadSearchSettings
 from tritontune.server.factory import LaunchSettings
-from tritontune.serving.group_session import GROUP_SEPARATOR, open_group_session
-from tritontune.serving.opening import open_session
+from tritontune.serving.opening import open_group_session, open_session
+from tritontune.serving.served import GROUP_SEPARATOR
 from tritontune.serving.server import failure_log_path
 from tritontune.serving.session import TuningSession
 from tritontune.study.duet import TIE_MARGIN

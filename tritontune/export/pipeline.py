@@ -1,6 +1,6 @@
 """Export of a pipeline study: the ensemble and every composing model, under one record.
 
-A pipeline (a Triton ensemble) is searched end to end (:mod:`tritontune.serving.pipeline_session`)
+A pipeline (a Triton ensemble) is searched end to end (:mod:`tritontune.serving.served`)
 and a trial's config is every composing model's config, kept as one text
 (:func:`~tritontune.config.pipeline.configs_to_text`). Exported, it is a repository Triton serves
 as it was measured:

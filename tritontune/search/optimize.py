@@ -47,7 +47,7 @@ from tritontune.search.setup import make_sampler
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
-from tritontune.serving.pipeline_session import PipelineSession
+from tritontune.serving.served import ServedPipeline
 from tritontune.study.figures import OperatingPoint, PlayoffResult, bottleneck
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import (
@@ -285,7 +285,7 @@ PREDICT_REFUSED = (
 def refuse_before_launch(bench: Bench, settings: SearchSettings) -> None:
     """What :func:`run_search` would refuse for ``bench`` (not started yet), said before its
     server is launched: a pipeline searched with ``--strategy predict``."""
-    if settings.strategy == Strategy.PREDICT and isinstance(bench, PipelineSession):
+    if settings.strategy == Strategy.PREDICT and isinstance(bench.serves, ServedPipeline):
         raise InputError(PREDICT_REFUSED)
 
 

@@ -25,8 +25,7 @@ from tritontune.search.pipeline_space import (
 from tritontune.search.sampler import snapping
 from tritontune.search.space import SearchSpace, SpaceSource, apply_space, default_space
 from tritontune.serving.bench import Bench
-from tritontune.serving.group_session import ModelGroupSession
-from tritontune.serving.pipeline_session import PipelineSession
+from tritontune.serving.served import ModelGroup, ServedPipeline
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import RecordedRequestShape, StudyContext
 
@@ -72,17 +71,18 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
     model, each value the mapping a model's own space file holds
     (:func:`~tritontune.search.pipeline_space.apply_pipeline_space`,
     :func:`~tritontune.search.pipeline_space.apply_group_space`)."""
-    if isinstance(bench, ModelGroupSession):
-        return _group_space(bench, slo_p99_s, space_source)
-    if isinstance(bench, PipelineSession):
+    serves = bench.serves
+    if isinstance(serves, ModelGroup):
+        return _group_space(bench, serves, slo_p99_s, space_source)
+    if isinstance(serves, ServedPipeline):
         space = default_pipeline_space(
-            bench.pipeline,
+            serves.pipeline,
             bench.info.capabilities,
             slo_p99_s=slo_p99_s,
-            batch_dims_dynamic={m: bench.step_builder(m).batch_dim_dynamic for m in bench.step_models},
+            batch_dims_dynamic={m: bench.batch_dim_dynamic_of(m) for m in serves.step_models},
             precision_variants=bench.owns_server,
         )
-        return apply_pipeline_space(space_source, space, bench.pipeline) if space_source else space
+        return apply_pipeline_space(space_source, space, serves.pipeline) if space_source else space
     defaults = default_space(
         bench.source.base_config,
         bench.info.capabilities,
@@ -94,7 +94,7 @@ def space_for(bench: Bench, slo_p99_s: float, space_source: SpaceSource | None =
 
 
 def _group_space(
-    bench: ModelGroupSession, slo_p99_s: float, space_source: SpaceSource | None
+    bench: Bench, group: ModelGroup, slo_p99_s: float, space_source: SpaceSource | None
 ) -> PipelineSpace:
     """Each tuned model's default space (precision variants too, as for one model) with
     ``space_source``'s changes, their instances one budget: the machine's, less what the models
@@ -102,21 +102,21 @@ def _group_space(
     target = bench.info.capabilities
     parts = {
         model: default_space(
-            bench.model_source(model).base_config,
+            group.source_of(model).base_config,
             target,
             slo_p99_s=slo_p99_s,
-            batch_dim_dynamic=bench.step_builder(model).batch_dim_dynamic,
+            batch_dim_dynamic=bench.batch_dim_dynamic_of(model),
             precision_variants=bench.owns_server,
         )
-        for model in bench.tuned_models
+        for model in group.tuned_models
     }
     own = bench.configs(Variant())
-    untuned = [m for m in bench.step_models if m not in bench.tuned_models]
+    untuned = [m for m in group.step_models if m not in group.tuned_models]
     reserved = sum(instances_of(own[m]) for m in untuned)
     budget = InstanceBudget.of(target, os.cpu_count() or 1, reserved)
     if space_source is None:
         return group_space(parts, budget)
-    tuned = ", ".join(bench.tuned_models)
+    tuned = ", ".join(group.tuned_models)
     why = f"served with its own config in this search (--model tunes {tuned} only)"
     return apply_group_space(space_source, parts, budget, untuned=dict.fromkeys(untuned, why))
 
@@ -129,8 +129,8 @@ def study_context(bench: Bench, measure: MeasureSettings) -> StudyContext:
         model_repository=str(source.directory.parent.resolve()),
         model_version=source.version,
         model_files=source.file_digests(),
-        composing=list(bench.pipeline.composing_models)
-        if isinstance(bench, PipelineSession) and bench.pipeline.bls
+        composing=list(serves.pipeline.composing_models)
+        if isinstance(serves := bench.serves, ServedPipeline) and serves.pipeline.bls
         else None,
         step_model_files=_step_model_files(bench),
         request_shape=RecordedRequestShape(
@@ -150,10 +150,11 @@ def _step_model_files(bench: Bench) -> dict[str, dict[str, str]] | None:
     """The files of every model a pipeline or a group serves, as measured, by model: ``export``
     writes each model's own files and refuses them changed (the context's ``model_files`` are
     the one model's that names the study: a group's first tuned model only)."""
-    if isinstance(bench, ModelGroupSession):
-        sources = bench.models
-    elif isinstance(bench, PipelineSession):
-        sources = bench.pipeline.models
+    serves = bench.serves
+    if isinstance(serves, ModelGroup):
+        sources = serves.models
+    elif isinstance(serves, ServedPipeline):
+        sources = serves.pipeline.models
     else:
         return None
     digests: dict[str, dict[str, str]] = {}

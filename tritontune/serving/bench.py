@@ -12,7 +12,6 @@ fake on a modelled server (``tests/fakes.py``), so the jobs' logic is tested wit
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from tritontune.config.model_config import ModelConfig
 from tritontune.config.repository import ModelSource
 from tritontune.config.variant import Variant
-from tritontune.errors import InputError, ServerDiedError, ServerError
+from tritontune.errors import ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.measure.mixed import TrafficMeasurement
@@ -29,27 +28,7 @@ from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Traffic
 from tritontune.precision.prepare import AccuracySettings, PrecisionCheck
 from tritontune.server.launcher import ServerInfo
-
-
-class Capability(enum.Enum):
-    """What a bench may be asked to do. Each kind of bench declares the ones it lacks, with why,
-    before its server is launched (:attr:`Bench.lacks`): a command that needs one is refused
-    then, in that one line (:func:`require`), and the bench refuses it the same way, rather than
-    each kind of bench overriding the member to raise."""
-
-    ONE_CLASS = "one class of load"
-    """:meth:`Bench.measure`: every request the same, to one model."""
-    TRAFFIC = "a workload's classes"
-    """:meth:`Bench.measure_traffic`."""
-    ENDPOINTS = "one endpoint per class"
-    """:meth:`Bench.load_endpoints`, and a repository exported that way checked as it is."""
-
-
-def require(lacks: Mapping[Capability, str], capability: Capability) -> None:
-    """Refuse ``capability`` where ``lacks`` (a bench's :attr:`~Bench.lacks`, or its class's
-    ``LACKS`` before it is made) says why it can't mean anything."""
-    if capability in lacks:
-        raise InputError(lacks[capability])
+from tritontune.serving.served import Capability, Served
 
 
 @dataclass(frozen=True)
@@ -75,6 +54,8 @@ class Bench(Protocol):
     """The user's model: name, own config, files."""
     request_shape: RequestShape
     """What each request of a single-class load carries."""
+    serves: Served
+    """What it serves: one model, a pipeline, a group of models."""
 
     @property
     def lacks(self) -> Mapping[Capability, str]:
@@ -100,6 +81,10 @@ class Bench(Protocol):
     @property
     def batch_dim_dynamic(self) -> bool:
         """The model file takes any batch size."""
+        ...
+
+    def batch_dim_dynamic_of(self, model: str) -> bool:
+        """The served model ``model``'s file takes any batch size (a pipeline's, a group's)."""
         ...
 
     @property

@@ -1,6 +1,10 @@
-"""The real bench: one model on a :class:`~tritontune.serving.server.Server`.
+"""The real bench: one model, a pipeline or a group of models on a
+:class:`~tritontune.serving.server.Server`.
 
-A tuning session builds configs (:class:`tritontune.config.builder.ConfigBuilder`), loads them by
+What is served is data (:mod:`tritontune.serving.served`): which models the server gets and in
+what order their configs load, where a single class of load goes, and what the kind can't do
+(declared before launch). Everything else is the one session's, for every kind. A tuning session
+builds configs (:class:`tritontune.config.builder.ConfigBuilder`), loads them by
 reloading the model with a config override (no restart), prepares the requests once per loaded
 config (:mod:`tritontune.measure.request_shape`), measures, and serves the model as one endpoint
 per class when a workload asks for that layout. Precision variants are files it places beside
@@ -14,12 +18,13 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from tritontune.config.builder import ConfigBuilder
 from tritontune.config.model_config import ModelConfig, copy_config
+from tritontune.config.pipeline import Pipeline
 from tritontune.config.repository import ONNX_BACKEND, ModelSource, ServedModel
-from tritontune.config.variant import FP32, Variant, variant_filename
+from tritontune.config.variant import FP16_IO, FP32, Variant, variant_filename
 from tritontune.errors import InputError, ServerDiedError, ServerError
 from tritontune.measure.load_processes import AutoProcesses, ClientVerdict, auto_processes_limit
 from tritontune.measure.load_settings import LoadSettings
@@ -38,7 +43,16 @@ from tritontune.precision.prepare import (
 )
 from tritontune.server.factory import LaunchSettings
 from tritontune.server.launcher import ServerInfo
-from tritontune.serving.bench import Capability, LoadReceipt, require
+from tritontune.serving.bench import LoadReceipt
+from tritontune.serving.pipeline_inputs import captured_inputs, described, models_before
+from tritontune.serving.served import (
+    Capability,
+    ModelGroup,
+    Served,
+    ServedPipeline,
+    SingleModel,
+    require,
+)
 from tritontune.serving.server import Server
 
 
@@ -55,15 +69,13 @@ def version_targets(sources: Iterable[ModelSource]) -> set[Path]:
 class TuningSession:
     """Use as a context manager; leaving it stops the server and removes the working files.
 
-    One model does everything a bench can (``LACKS`` is empty); a kind of bench that serves
-    something else states what it lacks in its ``LACKS``, and the members here refuse those
+    ``serves`` is what it serves (a :class:`~tritontune.config.repository.ModelSource` is one
+    model); the members a kind lacks (:attr:`lacks`) refuse, in the kind's one line
     (:func:`~tritontune.serving.bench.require`)."""
-
-    LACKS: ClassVar[Mapping[Capability, str]] = {}
 
     def __init__(
         self,
-        source: ModelSource,
+        serves: Served | ModelSource,
         *,
         launch: LaunchSettings | None = None,
         request_shape: RequestShape | None = None,
@@ -72,7 +84,10 @@ class TuningSession:
         failure_log: Path | None = None,
         load: LoadSettings | None = None,
     ) -> None:
-        self.source = source
+        self.serves: Served = SingleModel(serves) if isinstance(serves, ModelSource) else serves
+        self.source = self.serves.source
+        """The model that names the study (a pipeline's entry; a group's first tuned model,
+        named for the group)."""
         self.load_settings = load or LoadSettings()
         """What generates the load of every measurement (engine, processes)."""
         self.request_shape = request_shape or RequestShape()
@@ -83,47 +98,47 @@ class TuningSession:
             work_dir=work_dir,
             failure_log=failure_log,
             mounts=self._linked_directories,
-            complete_configs=self._configs_complete(),
+            complete_configs=self.serves.configs_complete(),
         )
-        self.served: ServedModel | None = None
+        self.served_models: dict[str, ServedModel] = {}
+        """Each model as the server serves it (by name), once the server is up."""
         self.precisions: dict[str, PrecisionCheck] = {}
-        """Precision variants prepared by :meth:`prepare_precisions`, accepted or not."""
-        self._builder: ConfigBuilder | None = None
+        """Precision variants of the model an endpoint copies, accepted or not."""
+        self._builders: dict[str, ConfigBuilder] = {}
         self._loaded: Variant | None = None
-        """The shared model's variant while it is loaded."""
-        self._built: tuple[Variant, ModelConfig] | None = None
+        """The variant loaded (None: endpoints, or nothing)."""
+        self._loaded_configs: dict[str, ModelConfig] = {}
+        self._built: tuple[Variant, dict[str, ModelConfig]] | None = None
         self._again: Callable[[], LoadReceipt] | None = None
         """The last load, to make again after a restart (:meth:`restart` with ``reload``)."""
         self._requests: list[Any] = []
         self._class_requests: dict[str, ClassRequests] = {}
         self._endpoints: dict[str, tuple[str, ModelConfig]] = {}
+        """Class -> (served name, config) while endpoints are loaded."""
         self._auto: AutoProcesses | None = None
         """``--load-processes auto``: the counts this session's levels ended with."""
-        """Class -> (served name, config) while endpoints are loaded."""
-        self.step_models: tuple[str, ...] = ()
-        """Models whose statistics every measurement also reads (a pipeline's composing models)."""
 
     def _linked_directories(self) -> tuple[Path, ...]:
-        """Where the working repository's links lead (the user's model files, the precision
+        """Where the working repository's links lead (every served model's files, the precision
         cache): a container must see them at the same paths."""
         cache = precision_cache_dir()
         cache.mkdir(parents=True, exist_ok=True)
-        return tuple(sorted(version_targets([self.source]) | {cache.resolve()}))
-
-    def _configs_complete(self) -> bool:
-        """Whether the configs come with their inputs and outputs (so Triton's auto-complete is
-        off): ONNX models get them from the graph (load_model_source); a model of another
-        backend whose config leaves them to Triton keeps auto-complete."""
-        return bool(self.source.base_config.input and self.source.base_config.output)
+        return tuple(sorted(version_targets(self.serves.models) | {cache.resolve()}))
 
     # -- facts -----------------------------------------------------------------------------------
     @property
     def lacks(self) -> Mapping[Capability, str]:
-        return self.LACKS
+        return self.serves.LACKS
 
     @property
     def name(self) -> str:
-        return self.source.name
+        return self.serves.name
+
+    @property
+    def step_models(self) -> tuple[str, ...]:
+        """Models whose statistics every measurement also reads (a pipeline's tuned models, a
+        group's models)."""
+        return self.serves.step_models
 
     @property
     def info(self) -> ServerInfo:
@@ -135,36 +150,44 @@ class TuningSession:
 
     @property
     def via_python(self) -> bool:
-        return bool(self.served and self.served.via_python)
+        return bool(self.served_via_python)
 
     @property
     def served_via_python(self) -> tuple[ModelSource, ...]:
         """The models served through the Python backend in place of the one they name."""
-        return (self.source,) if self.via_python else ()
+        return tuple(s.source for s in self.served_models.values() if s.via_python)
 
     @property
     def restarts(self) -> int:
         return self.server.restarts
 
-    @property
-    def builder(self) -> ConfigBuilder:
-        """Configs for this model on this server (known once the server is up)."""
-        if self._builder is None:
-            self._builder = ConfigBuilder(
-                self.source, self.info.capabilities, batch_size=self.request_shape.batch_size
+    def builder_of(self, model: str) -> ConfigBuilder:
+        """Configs for the served model ``model`` on this server (known once the server is up);
+        with an entry, for the request shape's batch size (a group's classes bring their own)."""
+        if model not in self._builders:
+            self._builders[model] = ConfigBuilder(
+                self.serves.source_of(model),
+                self.info.capabilities,
+                batch_size=self.request_shape.batch_size if self.serves.entry else 1,
             )
-        return self._builder
+        return self._builders[model]
 
     @property
     def batch_dim_dynamic(self) -> bool:
-        """Whether the model file takes any batch size (an ONNX graph with a dynamic first dim)."""
-        return self.builder.batch_dim_dynamic
+        """Whether the entry's model file takes any batch size (an ONNX graph with a dynamic
+        first dim)."""
+        require(self.lacks, Capability.ONE_CLASS)
+        return self.batch_dim_dynamic_of(self.name)
+
+    def batch_dim_dynamic_of(self, model: str) -> bool:
+        return self.builder_of(model).batch_dim_dynamic
 
     # -- lifetime --------------------------------------------------------------------------------
     def __enter__(self) -> TuningSession:
         self.server.__enter__()
         try:
-            self.served = self.server.add_model(self.source)
+            for source in self.serves.models:
+                self.served_models[source.name] = self.server.add_model(source)
         except BaseException as err:
             self.server.__exit__(type(err), err, err.__traceback__)
             raise
@@ -187,7 +210,7 @@ class TuningSession:
         again = self._again
         self.server.restart()
         self._loaded, self._requests, self._class_requests, self._endpoints = None, [], {}, {}
-        self._again = None
+        self._loaded_configs, self._again = {}, None
         if reload and again is not None:
             again()
 
@@ -200,20 +223,73 @@ class TuningSession:
         model: str | None = None,
         input_data: Sequence[Path] = (),
     ) -> dict[str, PrecisionCheck]:
-        """Build and accuracy-check precision variants; accepted ones become loadable.
+        """Build and accuracy-check precision variants of the served model ``model`` (one
+        model's session may leave it out); accepted ones become loadable.
 
         Variants are files placed beside the model in the working repository, so they need a
-        server tritontune launched (a remote server reads its own repository). ``model`` is
-        this session's model (a pipeline's session takes one of its models). ``input_data``:
+        server tritontune launched (a remote server reads its own repository). ``input_data``:
         what to judge them on instead of the request data (a workload's classes' files); the
-        checks then name it, so an export rebuilds the variants from the same inputs.
+        checks then name it, so an export rebuilds the variants from the same inputs. A
+        pipeline's model is judged on what reaches it (:mod:`.pipeline_inputs`).
         """
-        if model not in (None, self.name):
-            raise InputError(f"no model {model!r} here: this session tunes {self.name!r}")
-        checks = self._checks_on(self.source, self.builder, precisions, accuracy, input_data)
-        self.precisions.update(checks)
+        model = self.serves.precision_model(model)
         self._built = None
+        if isinstance(self.serves, ServedPipeline):
+            return self._pipeline_checks(self.serves.pipeline, model, precisions, accuracy, input_data)
+        checks = self._checks_on(
+            self.serves.source_of(model), self.builder_of(model), precisions, accuracy, input_data
+        )
+        if Capability.ENDPOINTS not in self.lacks:  # what an endpoint's copy links beside it
+            self.precisions.update(checks)
         return checks
+
+    def _pipeline_checks(
+        self,
+        pipeline: Pipeline,
+        model: str,
+        precisions: list[str],
+        accuracy: AccuracySettings | None,
+        input_data: Sequence[Path],
+    ) -> dict[str, PrecisionCheck]:
+        """A composing model's checks, judged on what reaches it (:mod:`.pipeline_inputs`):
+        the request data (or ``input_data``) run through the steps before it on this server.
+        Without request data, or for a BLS model's, its inputs are synthesized, with the same
+        refusal of static INT8 on made-up integers as for one model."""
+        if FP16_IO in precisions:
+            raise InputError(
+                f"precision {FP16_IO} of {model!r}: it changes the model's input and output "
+                "types, which the pipeline's other models and clients fix; use fp16"
+            )
+        request_data = (
+            joined_input_data(self.name, pipeline.config, input_data)
+            if input_data
+            else self.request_shape.input_data
+        )
+        captured: dict[Path, str] = {}
+        if request_data is not None and not pipeline.bls:
+            if self._loaded is None:
+                self.load(Variant())  # every model in its own config
+            capture = partial(captured_inputs, self.server.infer, pipeline, model)
+            captured[capture(request_data)] = str(request_data)
+            if accuracy is not None and accuracy.calibration_data is not None:
+                calibration = capture(accuracy.calibration_data)
+                captured[calibration] = str(accuracy.calibration_data)
+                accuracy = dataclasses.replace(accuracy, calibration_data=calibration)
+        judged_on = next(iter(captured)) if captured else None
+        checks = self._prepare_precisions_of(
+            pipeline.source(model), self.builder_of(model), precisions, accuracy, judged_on
+        )
+        before = models_before(pipeline, model)
+        return {
+            precision: check
+            if precision == FP32  # the model itself: judged on nothing
+            else dataclasses.replace(
+                check,
+                input_data=judged_on,
+                data=described(check.data, captured, before, bls=pipeline.bls),
+            )
+            for precision, check in checks.items()
+        }
 
     def _checks_on(
         self,
@@ -272,31 +348,45 @@ class TuningSession:
         )
         return checks
 
+    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
+        """Every config ``variant`` stands for, by model, validated for this server (one
+        model's; a pipeline's tuned models'; every model of a group, a model ``variant`` does
+        not name in its own). The last ones are kept: a trial builds its configs to record
+        them, then loads them."""
+        if self._built is None or self._built[0] != variant:
+            self._built = (variant, self.serves.configs(variant, self.builder_of))
+        return {model: copy_config(config) for model, config in self._built[1].items()}
+
     def build(self, variant: Variant) -> ModelConfig:
-        """The tuned config for ``variant`` (the user's backend), validated for this server. The
-        last one is kept: a trial builds its config to record it, then loads it."""
-        if self._built is not None and self._built[0] == variant:
-            return copy_config(self._built[1])
-        config = self.builder.build(variant)
-        self._built = (variant, copy_config(config))
+        """The config of the model a single class of load calls (a BLS entry's tuned one; an
+        ensemble's own: it has no knobs)."""
+        require(self.lacks, Capability.ONE_CLASS)
+        config = self.serves.entry_config(self.configs(variant))
+        assert config is not None
         return config
 
-    def configs(self, variant: Variant) -> dict[str, ModelConfig]:
-        """Every config ``variant`` stands for, by model: this model's alone."""
-        return {self.name: self.build(variant)}
-
     def load(self, variant: Variant) -> LoadReceipt:
-        """Validate ``variant`` and switch the running model to it."""
-        config = self.build(variant)
-        assert self.served is not None
+        """Validate ``variant`` and switch the served models to it: each reloaded with its
+        config, in the order the kind loads them (a pipeline's entry last: Triton checks an
+        ensemble's graph against the models it now serves; a BLS model finds the models it
+        calls loaded)."""
+        configs = self.configs(variant)
+        entry = self.serves.entry
+        if entry is not None:
+            entry_config = self.serves.entry_config(configs)
+            assert entry_config is not None
+            configs = {**{m: c for m, c in configs.items() if m != entry}, entry: entry_config}
         if self._endpoints:
             self._unload_endpoints()
-        switch_s = self.server.load_model(self.name, self.served.served_config(config))
+        switch_s = 0.0
+        for model, config in configs.items():
+            served = self.served_models[model]
+            switch_s += self.server.load_model(model, served.served_config(config))
         self._loaded, self._again = variant, partial(self.load, variant)
-        self._class_requests = {}
-        self._endpoints = {}
-        self._requests = self._prepare(self.name, config, self.request_shape)
-        return LoadReceipt({self.name: config}, switch_s)
+        self._loaded_configs = configs
+        self._class_requests, self._endpoints = {}, {}
+        self._requests = self._prepare(entry, configs[entry], self.request_shape) if entry else []
+        return LoadReceipt(configs, switch_s)
 
     def _variant_files(self) -> dict[str, Path]:
         """File name -> each accepted precision variant of this model (what an endpoint links
@@ -458,19 +548,31 @@ class TuningSession:
         return measurement
 
     def _requests_for(self, traffic_class: TrafficClass) -> ClassRequests:
-        if traffic_class.model is not None:  # a group's class (ModelGroupSession sends those)
-            raise InputError(
-                f"class {traffic_class.name!r} names the model it calls "
-                f"({traffic_class.model!r}); one model's session serves classes without `model:`"
-            )
-        if self._endpoints:
-            if traffic_class.name not in self._endpoints:
-                raise InputError(
-                    f"no endpoint for the class {traffic_class.name!r} "
-                    f"(endpoints: {', '.join(sorted(self._endpoints))})"
-                )
-            model, config = self._endpoints[traffic_class.name]
-        else:
-            assert self._loaded is not None
-            model, config = self.name, self.build(self._loaded)
+        """The class's own requests (its batch size, data, priority), for where it goes."""
+        model, config = self._destination(traffic_class)
         return ClassRequests(model, self._prepare(model, config, traffic_class.request))
+
+    def _destination(self, traffic_class: TrafficClass) -> tuple[str, ModelConfig]:
+        """Where a class's requests go, and that model's config: the model it names (a
+        group's class), else the endpoint named after it, else the shared model."""
+        name = traffic_class.name
+        if isinstance(self.serves, ModelGroup) or traffic_class.model is not None:
+            model = traffic_class.model
+            if not isinstance(self.serves, ModelGroup):
+                raise InputError(
+                    f"class {name!r} names the model it calls ({model!r}); one model's session "
+                    "serves classes without `model:`"
+                )
+            if model is None or model not in self._loaded_configs:
+                raise InputError(
+                    f"class {name!r} calls model {model!r}, which this group does not serve "
+                    f"(models: {', '.join(self.step_models)})"
+                )
+            return model, self._loaded_configs[model]
+        if not self._endpoints:
+            return self.name, self._loaded_configs[self.name]
+        if name not in self._endpoints:
+            raise InputError(
+                f"no endpoint for the class {name!r} (endpoints: {', '.join(sorted(self._endpoints))})"
+            )
+        return self._endpoints[name]
