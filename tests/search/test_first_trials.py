@@ -12,7 +12,7 @@ import pytest
 from tests.fakes import FakeSession
 from tests.studies import point as operating_point
 from tritontune.config.repository import load_model_source
-from tritontune.search.first_trials import FirstTrials, compute_settings
+from tritontune.search.first_trials import REFINE_TRIALS, FirstTrials, compute_settings
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.study.records import TrialResult
@@ -156,3 +156,33 @@ def test_a_search_measures_its_first_trials_before_tpe(fake_session: FakeSession
     expected = [first.point(s, None) for s in first.settings]
     assert [r.params for r in by_number[: len(expected)]] == expected
     assert len(by_number) == 5
+
+
+def test_the_trials_after_the_first_refine_the_best_ones_scheduler(fake_session: FakeSession):
+    """The best first trial's execution (here its instances) is kept for the refining trials,
+    TPE choosing their batching; then TPE has the whole space."""
+    dimensions = cpu_space(2).dimensions
+    space = SearchSpace({k: v for k, v in dimensions.items() if k != "precision"})  # the fake's
+    count = FirstTrials.of(space).count()
+    settings = SearchSettings(
+        slo_p99_s=0.05,
+        trials=count + REFINE_TRIALS,
+        seed=3,
+        storage=optuna.storages.InMemoryStorage(),
+        study_name="refine",
+    )
+    result = run_search(fake_session, space, settings)
+    by_number = sorted(result.study.results, key=lambda r: r.number)
+    measured = [r for r in by_number[:count] if r.operating_point is not None]
+    best = max(measured, key=lambda r: (r.feasible, r.value))
+    kept = ("instance_count", "intra_op_thread_count", "inter_op_thread_count")
+    # trials numbered after the first ones (a repeat of a known config is a number not counted)
+    refining = [r for r in by_number if count <= r.number < count + REFINE_TRIALS]
+    assert len(refining) >= REFINE_TRIALS - 1
+    for trial in refining:
+        assert {k: trial.params[k] for k in kept} == {k: best.params[k] for k in kept}
+    scheduler = {(t.params["max_batch_size"], t.params.get("max_queue_delay")) for t in refining}
+    assert len(scheduler) > 1  # TPE chose them, not one fixed point
+    first = FirstTrials.of(space)
+    assert first.refinement([]) is None
+    assert "then 4 refining the best one's scheduler knobs" in first.describe()
