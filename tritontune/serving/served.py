@@ -110,6 +110,9 @@ class SingleModel:
         return self.source
 
     def configs_complete(self) -> bool:
+        """Whether the configs come with their inputs and outputs (so Triton's auto-complete is
+        off): ONNX models get them from the graph (load_model_source); a model of another
+        backend whose config leaves them to Triton keeps auto-complete."""
         return bool(self.source.base_config.input and self.source.base_config.output)
 
     def configs(self, variant: Variant, builders: Builders) -> dict[str, ModelConfig]:
