@@ -78,6 +78,22 @@ Builders = Callable[[str], ConfigBuilder]
 """A tuned model's name -> its config builder on the running server."""
 
 
+def declares_io(source: ModelSource) -> bool:
+    """Whether ``source``'s config comes with its inputs and outputs (so Triton's auto-complete
+    is off): ONNX models get them from the graph (load_model_source); a model of another backend
+    whose config leaves them to Triton keeps auto-complete."""
+    return bool(source.base_config.input and source.base_config.output)
+
+
+def per_model_configs(
+    variant: Variant, models: tuple[str, ...], builders: Builders, what: str
+) -> dict[str, ModelConfig]:
+    """Each of ``models``' configs for a variant of one variant per model (a plain, empty
+    ``Variant``: every model's own); ``what`` says why another variant is refused."""
+    per = per_model(variant, what, models)
+    return {model: builders(model).build(per.of(model)) for model in models}
+
+
 @dataclass(frozen=True)
 class SingleModel:
     """One model: every capability (a single class, a workload's classes, one endpoint per
@@ -110,10 +126,7 @@ class SingleModel:
         return self.source
 
     def configs_complete(self) -> bool:
-        """Whether the configs come with their inputs and outputs (so Triton's auto-complete is
-        off): ONNX models get them from the graph (load_model_source); a model of another
-        backend whose config leaves them to Triton keeps auto-complete."""
-        return bool(self.source.base_config.input and self.source.base_config.output)
+        return declares_io(self.source)
 
     def configs(self, variant: Variant, builders: Builders) -> dict[str, ModelConfig]:
         return {self.name: builders(self.name).build(variant)}
@@ -166,12 +179,11 @@ class ServedPipeline:
         return self.pipeline.source(model)
 
     def configs_complete(self) -> bool:
-        return bool(self.source.base_config.input and self.source.base_config.output)
+        return declares_io(self.source)
 
     def configs(self, variant: Variant, builders: Builders) -> dict[str, ModelConfig]:
         """Each tuned model's config; a plain, empty ``Variant`` is every model's own."""
-        per = per_model(variant, f"{self.name!r} is a pipeline", self.step_models)
-        return {model: builders(model).build(per.of(model)) for model in self.step_models}
+        return per_model_configs(variant, self.step_models, builders, f"{self.name!r} is a pipeline")
 
     def entry_config(self, configs: Mapping[str, ModelConfig]) -> ModelConfig | None:
         """A BLS model's tuned config; an ensemble's own (it has no knobs)."""
@@ -229,13 +241,13 @@ class ModelGroup:
         return next(m for m in self.models if m.name == model)
 
     def configs_complete(self) -> bool:
-        return all(m.base_config.input and m.base_config.output for m in self.models)
+        return all(declares_io(m) for m in self.models)
 
     def configs(self, variant: Variant, builders: Builders) -> dict[str, ModelConfig]:
         """Every served model's config (a model ``variant`` does not name keeps its own); a
         plain, empty ``Variant`` is every model's own config (the baseline)."""
-        per = per_model(variant, f"{self.name!r} is a group of models", self.step_models)
-        return {model: builders(model).build(per.of(model)) for model in self.step_models}
+        what = f"{self.name!r} is a group of models"
+        return per_model_configs(variant, self.step_models, builders, what)
 
     def entry_config(self, configs: Mapping[str, ModelConfig]) -> ModelConfig | None:
         return None
