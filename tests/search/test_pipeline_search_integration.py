@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PipelineStudy
-from tests.pipelines import PIPELINE, STEPS
+from tests.pipelines import BLS, PIPELINE, STEPS, write_bls, write_pipeline
 from tritontune.config.pipeline import PipelineVariant, configs_from_text
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
-from tritontune.measure.loadgen import LoadSpec
+from tritontune.measure.load_settings import LoadSettings
+from tritontune.measure.loadgen import LoadEngine, LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.serving.opening import open_session
 from tritontune.serving.served import ServedPipeline
@@ -65,6 +66,36 @@ def test_a_pipeline_session_loads_each_models_config_and_measures_the_ensemble(
             session.prepare_precisions(["fp16"])
         with pytest.raises(InputError, match="'shift' uses the 'python' backend"):
             session.prepare_precisions(["fp16"], model="shift")
+
+
+@pytest.mark.parametrize("kind", ["ensemble", "bls"])
+def test_every_load_engine_reads_each_steps_statistics(kind: str, tmp_path: Path):
+    """Several load processes and perf_analyzer measure a pipeline (an ensemble, or a BLS model
+    and the models it calls) as the asyncio engine does: end to end, with each composing model's
+    statistics over the same windows (what the bottleneck focus, the report's per-step table and
+    the exported record read)."""
+    engines = {
+        "two processes": LoadSettings(processes=2),
+        "perf_analyzer": LoadSettings(LoadEngine.PERF_ANALYZER, 1),
+    }
+    if kind == "bls":
+        repository, entry, composing = write_bls(tmp_path / "repository"), BLS, STEPS
+    else:
+        repository, entry, composing = write_pipeline(tmp_path / "repository"), PIPELINE, ()
+    with open_session(repository, entry, composing=composing, settings=FAST) as session:
+        session.load(PipelineVariant(models=(("shift", Variant(max_queue_delay_us=500)),)))
+        for name, load in engines.items():
+            session.load_settings = load
+            m = session.measure(LoadSpec.concurrency(4))
+            assert m.engine == load.engine, name
+            assert m.throughput > 0 and m.error_count == 0, name
+            assert set(m.steps) == set(session.step_models) >= set(STEPS), name
+            # every end-to-end request ran each step once, over the same span
+            assert m.server is not None
+            for split in m.steps.values():
+                assert split.requests == pytest.approx(m.server.requests, rel=0.2, abs=2), name
+            if load.processes == 2:
+                assert m.client is not None and m.client.processes == 2
 
 
 def test_a_bls_model_is_tuned_with_the_models_it_calls(bls_study: PipelineStudy):

@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -438,9 +438,11 @@ class _Control:
 
 @dataclass
 class _Edge:
-    """A window edge as seen live: the model's counters then."""
+    """A window edge as seen live: the model's counters then, and each step model's (a
+    pipeline's composing models, as :mod:`measurement` reads them)."""
 
     stats: ModelStatsSnapshot | None
+    steps: dict[str, ModelStatsSnapshot | None] = field(default_factory=dict)
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str | None]:
@@ -479,13 +481,16 @@ def measure_with_perf_analyzer(
     settings: MeasureSettings | None = None,
     seed: int | None = None,
     workdir: Path | None = None,
+    step_models: tuple[str, ...] = (),
 ) -> Measurement:
     """Measure ``model`` at one load level with perf_analyzer generating the load: the meaning and
     result of :func:`measurement.measure_load`, with ``engine`` perf_analyzer.
 
     ``requests`` are prepared gRPC requests (:func:`inputs.build_requests`); perf_analyzer sends
     exactly them. Plain gRPC endpoints only (a plain ``host:port`` is one). ``workdir`` keeps the
-    input data and the export (default: a temporary folder, removed after)."""
+    input data and the export (default: a temporary folder, removed after). ``step_models`` (a
+    pipeline's composing models): their statistics are read at the same window edges as
+    ``model``'s (:attr:`Measurement.steps`)."""
     settings = settings or MeasureSettings()
     endpoint = Endpoint.grpc(endpoint) if isinstance(endpoint, str) else endpoint
     if endpoint.protocol != ClientProtocol.GRPC or endpoint.tls is not None or endpoint.headers:
@@ -498,10 +503,21 @@ def measure_with_perf_analyzer(
     binary = find_perf_analyzer()
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-        return _measure(binary, endpoint, model, requests, load, batch_size, settings, seed, workdir)
+        return _measure(
+            binary, endpoint, model, requests, load, batch_size, settings, seed, workdir, step_models
+        )
     with tempfile.TemporaryDirectory(prefix="tritontune-pa-") as folder:
         return _measure(
-            binary, endpoint, model, requests, load, batch_size, settings, seed, Path(folder)
+            binary,
+            endpoint,
+            model,
+            requests,
+            load,
+            batch_size,
+            settings,
+            seed,
+            Path(folder),
+            step_models,
         )
 
 
@@ -515,6 +531,7 @@ def _measure(
     settings: MeasureSettings,
     seed: int | None,
     workdir: Path,
+    step_models: tuple[str, ...] = (),
 ) -> Measurement:
     control = _Control(endpoint)
     try:
@@ -536,7 +553,7 @@ def _measure(
             shapes=_fixed_shapes(requests, batching=batching),
         )
         started = time.perf_counter()
-        edges, loads = _run(command, control, model, settings, files, started)
+        edges, loads = _run(command, control, (model, *step_models), settings, files, started)
     finally:
         control.close()
     return _result(read_export(files.export), edges, loads, load, batch_size, settings, started)
@@ -545,12 +562,13 @@ def _measure(
 def _run(
     command: list[str],
     control: _Control,
-    model: str,
+    models: tuple[str, ...],
     settings: MeasureSettings,
     files: RunFiles,
     started: float,
 ) -> tuple[list[_Edge], list[WindowLoad]]:
-    """Run perf_analyzer until our rule says stop; the window edges and interference seen."""
+    """Run perf_analyzer until our rule says stop; the window edges (the statistics of
+    ``models``: the one measured, then its steps) and interference seen."""
     warmup = _warmup_windows(settings)
     deadline = started + settings.time_cap() + 10.0
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -571,11 +589,16 @@ def _run(
     live: list[tuple[float, float]] = []
     probe: _PerfAnalyzerProbe | None = None
     stopped = False
+
+    def edge() -> _Edge:
+        model, *steps = models
+        return _Edge(control.statistics(model), {step: control.statistics(step) for step in steps})
+
     try:
         assert process.stdout is not None
         output = _lines(process.stdout)
         if warmup == 0:
-            edges.append(_Edge(control.statistics(model)))
+            edges.append(edge())
             if settings.detect_interference:
                 probe = _PerfAnalyzerProbe(process.pid)
         for line in _until(output, deadline):
@@ -587,13 +610,11 @@ def _run(
             n = int(match["n"])
             if n < warmup:
                 continue
-            stats = control.statistics(model)
+            edges.append(edge())
             if n == warmup:
-                edges.append(_Edge(stats))
                 if settings.detect_interference:
                     probe = _PerfAnalyzerProbe(process.pid)
                 continue
-            edges.append(_Edge(stats))
             if probe is not None:
                 loads.append(probe.sample())
             p99 = float(match["p99"]) / 1e6 if match["p99"] else float("nan")
@@ -663,6 +684,11 @@ def _result(
     server = None
     if first.stats is not None and last.stats is not None:
         server = ServerSplit.from_delta(last.stats - first.stats)
+    steps = {
+        step: ServerSplit.from_delta(after - before)
+        for step, before in first.steps.items()
+        if before is not None and (after := last.steps.get(step)) is not None
+    }
     errors = {NO_RESPONSE_ERROR: failed} if failed else {}
     interference = Interference.of(loads, loads[-chosen:]) if loads else None
     return Measurement(
@@ -682,4 +708,5 @@ def _result(
         error_examples={NO_RESPONSE_ERROR: "perf_analyzer recorded no response"} if failed else {},
         interference=interference,
         engine=LoadEngine.PERF_ANALYZER,
+        steps=steps,
     )

@@ -473,7 +473,11 @@ class TuningSession:
         self.server.check_alive()
         engine: Callable[..., Measurement]
         if self.load_settings.engine == LoadEngine.PERF_ANALYZER:
-            engine = partial(measure_with_perf_analyzer, workdir=self.server.work_dir / "perf_analyzer")
+            engine = partial(
+                measure_with_perf_analyzer,
+                workdir=self.server.work_dir / "perf_analyzer",
+                step_models=self.step_models,
+            )
         else:
             processes, max_processes = self._load_processes(load.mode, load.value)
             engine = partial(
