@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
 from tests.studies import read_study
 from tritontune.errors import InputError
+from tritontune.study.handle import TuningStudy
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +143,56 @@ def test_a_worker_killed_mid_trial_loses_nothing(
     redone = [t for t in record.trials if t.counted and t.params == killed.params]
     assert len(redone) == 1 and redone[0].number > trial  # measured again, once
     assert_budget_done_once(storage, study, KILLED_BUDGET)
+
+
+WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-batch.yaml"
+WORKLOAD_SPACE = """\
+max_batch_size: [16, 32, 64]
+dynamic_batching: [true]
+max_queue_delay: [1ms]
+instance_count: [1]
+intra_op_thread_count: [1]
+precision: [fp32]
+"""
+
+
+def start_workload_worker(
+    example_repository: Path, tmp_path: Path, storage: str, seed: int
+) -> subprocess.Popen:
+    space = tmp_path / "workload-space.yaml"
+    space.write_text(WORKLOAD_SPACE)
+    log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
+            "--workload", str(WORKLOAD), "--layout", "shared", "--trials", "2", "--space", str(space),
+            "--study", "mixed", "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
+            "--max-windows", "3", "--start-rate", "400", "--max-load", "400",
+            "--playoff-top", "1", "--playoff-rounds", "1",
+        ],
+        env={**os.environ, "TRITONTUNE_STORAGE": storage},
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_two_workers_of_one_workload_study_run_its_final_rounds_once(example_repository, tmp_path):
+    """Two ``search --workload`` processes on one SQLite study: the budget is measured once
+    between them, and the final rounds once. The worker that finds them claimed (still running,
+    or done: it may finish its trials after the other's rounds) says so and measures none."""
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    workers = [start_workload_worker(example_repository, tmp_path, storage, seed) for seed in (1, 2)]
+    for worker in workers:
+        finish(worker, tmp_path)
+    logs = [(tmp_path / f"worker-{seed}.log").read_text() for seed in (1, 2)]
+    record = TuningStudy.open_existing(storage, "mixed").read_workload()
+    counted = [t for t in record.trials if t.counted]
+    assert len(counted) == 2 and len({tuple(sorted(t.params.items())) for t in counted}) == 2
+    # every finalist (the top trial in each layout, the baseline) one round, by one worker only
+    final = optuna.load_study(study_name="mixed", storage=storage).user_attrs["workload_final"]
+    rounds = [line for log in logs for line in log.splitlines() if "final round 1:" in line]
+    assert len(rounds) == len(final["finalists"]) == 3, logs
+    ran = [log for log in logs if "final round 1:" in log]
+    (left,) = [log for log in logs if "final round 1:" not in log]
+    assert len(ran) == 1
+    assert "another worker of this study runs them" in left or "(reused)" in left, left
+    assert "winner:" in ran[0]
