@@ -19,6 +19,7 @@ import optuna
 import pytest
 
 from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
+from tests.pipelines import BLS, PIPELINE, write_bls, write_pipeline
 from tests.studies import read_study
 from tritontune.errors import InputError
 from tritontune.study.handle import TuningStudy
@@ -143,6 +144,42 @@ def test_a_worker_killed_mid_trial_loses_nothing(
     redone = [t for t in record.trials if t.counted and t.params == killed.params]
     assert len(redone) == 1 and redone[0].number > trial  # measured again, once
     assert_budget_done_once(storage, study, KILLED_BUDGET)
+
+
+@pytest.mark.parametrize("kind", ["ensemble", "bls"])
+def test_two_workers_share_one_pipeline_study(kind: str, tmp_path: Path):
+    """A pipeline's study shared by two ``search`` processes: the budget measured once between
+    them, the baseline and the playoff once, and every trial with each step's figures (a worker
+    that finds the baseline claimed by the other searches every model's knobs from the start)."""
+    if kind == "bls":
+        repository, entry, composing = (
+            write_bls(tmp_path / "repository"),
+            BLS,
+            ["--composing", "shift", "--composing", "scale"],
+        )
+    else:
+        repository, entry, composing = write_pipeline(tmp_path / "repository"), PIPELINE, []
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+
+    def start(seed: int) -> subprocess.Popen:
+        log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
+        return subprocess.Popen(
+            [
+                sys.executable, "-m", "tritontune", "search", "-r", str(repository), "-m", entry,
+                *composing, "--slo-p99", "100ms", "--trials", "2", "--study", "pipe",
+                "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
+                "--max-load", "4", "--playoff-top", "1", "--playoff-rounds", "1",
+            ],
+            env={**os.environ, "TRITONTUNE_STORAGE": storage},
+            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+        )  # fmt: skip
+
+    for worker in [start(1), start(2)]:
+        finish(worker, tmp_path)
+    assert_budget_done_once(storage, "pipe", budget=2)
+    record = shared_study(storage, "pipe")
+    for trial in (t for t in record.trials if t.counted):
+        assert trial.operating_point is not None and trial.operating_point.steps
 
 
 WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-batch.yaml"

@@ -1,0 +1,92 @@
+"""A pipeline search's fault guarantees on the real server: an ensemble's and a BLS model's
+searches share the one loop with a single model's, and what is specific to them is checked here.
+
+After a killed server every composing model must be loaded again before the entry model, and the
+trial measured again must carry the new server's per-step figures; after Ctrl-C, running the same
+search again measures the interrupted config first. Budgets and ramps are the smallest that show
+it (one load level a ramp, no playoff).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import orphaned_stubs
+from tests.pipelines import BLS, PIPELINE, STEPS, write_bls, write_pipeline
+from tritontune.measure.measurement import MeasureSettings
+from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
+from tritontune.search.playoff import PlayoffSettings
+from tritontune.search.setup import space_for
+from tritontune.serving.opening import open_session
+from tritontune.study.handle import TuningStudy
+
+pytestmark = pytest.mark.integration
+
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
+SLO_S = 0.100
+
+
+@pytest.mark.parametrize("kind", ["ensemble", "bls"])
+def test_a_pipeline_search_outlives_a_killed_server_and_resumes_after_ctrl_c(
+    kind: str, tmp_path: Path, own_servers: Path
+):
+    """The server SIGKILLed during the first trial: restarted, every model loaded again, the
+    config measured again with each step's figures. Ctrl-C at the second trial: the rerun
+    measures that config, the baseline is not measured again."""
+    if kind == "bls":
+        repository, entry, composing = write_bls(tmp_path / "repository"), BLS, STEPS
+    else:
+        repository, entry, composing = write_pipeline(tmp_path / "repository"), PIPELINE, ()
+    settings = SearchSettings(
+        slo_p99_s=SLO_S,
+        trials=2,
+        seed=3,
+        storage=f"sqlite:///{tmp_path / 'study.db'}",
+        study_name="faults",
+        measure=FAST,
+        max_load=1,
+        playoff=PlayoffSettings(top=0),
+    )
+    killed: list[int] = []
+    baselines: list[int] = []
+
+    with open_session(repository, entry, composing=composing, settings=FAST) as session:
+        step_models = set(session.step_models)
+
+        def kill_then_interrupt(n: int, total: int | None, point: dict) -> None:
+            if n == 1 and not killed:
+                pid = session.server.launcher.pid
+                killed.append(pid)
+                threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+            elif n == 2:
+                raise KeyboardInterrupt
+
+        progress = SearchProgress(
+            on_trial_start=kill_then_interrupt, on_baseline_start=lambda: baselines.append(1)
+        )
+        with pytest.raises(KeyboardInterrupt):
+            run_search(session, space_for(session, SLO_S), settings, progress)
+        assert killed and session.server.launcher.pid != killed[0]
+        assert orphaned_stubs(own_servers) == []  # the killed server's stubs went with it
+        study = TuningStudy.open_existing(settings.storage_name, "faults").read()
+        (first,) = [t for t in study.trials if t.counted]
+        assert first.server_restarts == 1 and first.operating_point is not None
+        assert {s.model for s in first.operating_point.steps} == step_models
+        (cut,) = [t for t in study.trials if t.interrupted]
+
+        again = run_search(
+            session,
+            space_for(session, SLO_S),
+            settings,
+            SearchProgress(on_baseline_start=lambda: baselines.append(1)),
+        )
+    assert again.resumed and again.trials_this_run == 1 and not again.failed
+    assert len(baselines) == 1  # the baseline measured once, before the kill
+    resumed = max(again.results, key=lambda r: r.number)
+    assert resumed.params == cut.params and resumed.operating_point is not None
+    assert {s.model for s in resumed.operating_point.steps} == step_models
