@@ -146,6 +146,49 @@ def write_onnx_pipeline(repository: Path, example_repository: Path) -> Path:
     return repository
 
 
+_SCORER_PY = '''
+import triton_python_backend_utils as pb
+
+
+class TritonPythonModel:
+    """mlp(x), called from code (Business Logic Scripting), one request at a time."""
+
+    def execute(self, requests):
+        replies = []
+        for request in requests:
+            x = pb.get_input_tensor_by_name(request, "IN").as_numpy()
+            call = pb.InferenceRequest(
+                model_name="mlp", requested_output_names=["SCORES"], inputs=[pb.Tensor("INPUT", x)]
+            )
+            reply = call.exec()
+            if reply.has_error():
+                raise pb.TritonModelException(reply.error().message())
+            scores = pb.get_output_tensor_by_name(reply, "SCORES").as_numpy()
+            replies.append(pb.InferenceResponse([pb.Tensor("OUT", scores)]))
+        return replies
+'''
+
+_SCORER_CONFIG = """name: "scorer"
+backend: "python"
+max_batch_size: 8
+input [{ name: "IN" data_type: TYPE_FP32 dims: [256] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [16] }]
+"""
+
+SCORER = "scorer"
+"""A BLS model calling the example MLP (an ONNX model, so it has precision variants), whose
+calls are in its code: the MLP's inputs are synthesized, not captured."""
+
+
+def write_bls_onnx(repository: Path, example_repository: Path) -> Path:
+    """Write ``scorer``, a BLS model calling a copy of the example MLP, into ``repository``."""
+    shutil.copytree(example_repository / "mlp", repository / "mlp")
+    (repository / SCORER / "1").mkdir(parents=True, exist_ok=True)
+    (repository / SCORER / "config.pbtxt").write_text(_SCORER_CONFIG)
+    (repository / SCORER / "1" / "model.py").write_text(_SCORER_PY)
+    return repository
+
+
 def write_scored_inputs(path: Path, count: int = 16, seed: int = 0) -> np.ndarray:
     """``count`` requests for ``scored`` in ``--input-data`` format; returns them (count x 256)."""
     samples = np.random.default_rng(seed).standard_normal((count, 256)).astype(np.float32)

@@ -19,18 +19,21 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import PIPELINE_KNOBS, Variant
 from tritontune.errors import InputError
+from tritontune.hostinfo import WorkerId
 from tritontune.measure.traffic import Layout, parse_traffic, read_traffic
 from tritontune.search.endpoint_layout import point_variant
 from tritontune.search.instance_budget import Device, InstanceBudget
 from tritontune.search.pipeline_space import group_space
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.search.workload_search import (
+    WorkloadSearchProgress,
     WorkloadSearchSettings,
     run_workload_search,
     searched_layouts,
     workload_space,
 )
 from tritontune.serving.opening import open_group_session
+from tritontune.study.handle import TuningStudy
 
 TRAFFIC = parse_traffic(
     {
@@ -245,3 +248,27 @@ def test_a_model_tuned_alone_is_measured_beside_the_others_own_config(session):
     winner = result.winner
     assert winner is not None and set(winner.models) == {"mlp_a", "mlp_b"}
     assert winner.models["mlp_b"] == result.baseline.models["mlp_b"]  # its own config, as it is
+
+
+def test_a_groups_final_rounds_another_worker_claimed_are_left_to_it(session, tmp_path: Path):
+    """Two workers of one group study: the one that finds the final rounds over its finalists
+    claimed measures none of them, as for one model's workload (the same driver claims them)."""
+    storage = f"sqlite:///{tmp_path / 'g.db'}"
+    chosen = settings(storage=storage, trials=3, rounds=1)
+    elsewhere = WorkerId("other-host", "boot", 1, 0.0)
+    done: list[int] = []
+
+    def trial_done(trial, best, eta) -> None:
+        done.append(trial.number)
+        if len(done) == 3:  # the budget is spent: the other worker claims the rounds first
+            handle = TuningStudy.open_existing(storage, "g")
+            top = [t.number for t in handle.read_workload().results if t.served][: chosen.top]
+            assert handle.claim_final_rounds("workload-final", top, None, elsewhere)
+
+    rounds: list[int] = []
+    progress = WorkloadSearchProgress(
+        on_trial_done=trial_done, on_final_round=lambda *a: rounds.append(1)
+    )
+    result = run_workload_search(session, SPACE, TRAFFIC, chosen, progress)
+    assert result.final_rounds_reused and result.final.finalists == () and rounds == []
+    assert len(done) == 3 and session.instances_loaded  # the trials were this worker's

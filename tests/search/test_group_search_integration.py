@@ -9,10 +9,13 @@ classes' figures, say which model served which class.
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from tests.conftest import GroupStudy
 from tritontune.config.variant import PIPELINE_KNOBS
+from tritontune.report.workload import write_workload_report
 
 pytestmark = pytest.mark.integration
 
@@ -52,3 +55,15 @@ def test_two_models_on_one_server_each_class_served_by_its_own(group_study: Grou
     assert best.server["mlp_b"].avg_batch_size >= 4
     by_model = result.to_dict()["winner_at_capacity"]["by_model"]
     assert by_model["mlp_a"]["classes"] == ["chat"] and by_model["mlp_b"]["classes"] == ["embed"]
+
+
+def test_the_report_of_a_groups_winner_shows_each_models_work(group_study: GroupStudy, tmp_path):
+    """``search --report`` on a group writes the winner's capacity report as for one model's
+    workload (the CLI calls ``write_workload_report`` on ``winner_capacity()``), with a line per
+    model: the classes it serves and Triton's statistics of it over the same span."""
+    capacity = group_study.result.winner_capacity()
+    assert capacity is not None
+    page = write_workload_report(capacity, tmp_path / "g.html", title="two models: g").read_text()
+    text = html.unescape(page)
+    assert "mlp_a (serving chat)" in text and "mlp_b (serving embed)" in text
+    assert "Little's law" in text and "plotly" in page

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import tritonserver_processes
-from tests.pipelines import SCORED, write_onnx_pipeline, write_scored_inputs
+from tests.pipelines import SCORED, SCORER, write_bls_onnx, write_onnx_pipeline, write_scored_inputs
 from tritontune.cli import app
 from tritontune.config.model_config import read_config
 from tritontune.config.repository import file_sha256
@@ -134,3 +134,42 @@ def test_a_pipeline_search_serves_the_variant_and_export_ships_it(
     assert checked.exit_code in (0, 1), checked.output
     assert "check passed" in checked.output or "throughput" in checked.output, checked.output
     assert not tritonserver_processes(own_servers)
+
+
+def test_a_bls_models_callee_is_searched_in_int8_on_synthesized_inputs(
+    example_repository: Path, tmp_path: Path, own_servers: Path
+):
+    """A BLS model calling the example MLP: the MLP's INT8 variant is built and judged on
+    synthesized inputs (the calls are in the BLS model's code, so nothing is captured, and the
+    check's data says so), then the trials past the bottleneck's first ones (the BLS model's own,
+    whose space is empty here) serve it behind the BLS model."""
+    repository = write_bls_onnx(tmp_path / "model_repository", example_repository)
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    settings = SearchSettings(
+        slo_p99_s=0.2,
+        trials=4,  # the bottleneck's 3 first, then every model's knobs
+        seed=1,
+        storage=storage,
+        study_name="bls",
+        measure=FAST,
+        max_load=4,
+        playoff=PlayoffSettings(top=0),
+    )
+    space = PipelineSpace.of(
+        {
+            SCORER: SearchSpace({}),
+            "mlp": SearchSpace(
+                {"precision": Choice(("int8_dynamic",)), "instance_count": IntRange(1, 2)}
+            ),
+        }
+    )
+    with open_session(repository, SCORER, composing=("mlp",), settings=FAST) as session:
+        result = run_search(session, space, settings)
+    assert not result.failed
+    trial = max(result.results, key=lambda r: r.number)
+    assert trial.knobs["pipeline"]["mlp"]["precision"] == "int8_dynamic"
+    assert trial.operating_point is not None
+    assert {s.model for s in trial.operating_point.steps} == {SCORER, "mlp"}
+    check = TuningStudy.open_existing(storage, "bls").read().precision_check("int8_dynamic", "mlp")
+    assert check is not None and check.accepted and check.input_data is None
+    assert "synthesized" in check.data and "its models' inputs are not captured" in check.data

@@ -147,6 +147,21 @@ def test_the_report_shows_where_a_requests_time_went_per_model(pipeline_study: P
     assert 'id="pipeline-steps"' in html and "bottleneck" in html
 
 
+def test_the_report_of_a_bls_model_shows_its_steps_and_its_calls(bls_study: PipelineStudy, tmp_path):
+    """A BLS model's study reaches the report as an ensemble's does, with the BLS model among the
+    steps and the note that its compute includes the calls it waits for."""
+    from tritontune.report.html import write_report
+    from tritontune.study.handle import TuningStudy
+
+    study = TuningStudy.open_existing(bls_study.storage, bls_study.name)
+    data = write_report(study, tmp_path / "report.html")
+    figures = data.to_dict()["steps"]
+    assert figures and all([s["model"] for s in f["steps"]] == [BLS, *STEPS] for f in figures.values())
+    assert data.calls
+    page = (tmp_path / "report.html").read_text()
+    assert 'id="pipeline-steps"' in page and "includes the calls it waits for" in page
+
+
 @pytest.mark.slow  # two runs of the CLI, each starting the server: 19-23 s on 2 cores
 def test_a_space_file_fixes_one_models_knobs_while_the_others_are_searched(
     pipeline_repository: Path, tmp_path: Path
