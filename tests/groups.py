@@ -49,12 +49,14 @@ classes:
 SLOW_OWN_CONFIG = "dynamic_batching { max_queue_delay_microseconds: 200000 }\n"
 
 
-def two_model_repository(root: Path, example_repository: Path) -> Path:
+def two_model_repository(root: Path, example_repository: Path, *, slow_own_config: bool = True) -> Path:
     """``root/repository`` holding ``mlp_a`` and ``mlp_b``: the example MLP's file (linked) and
-    config (renamed, with :data:`SLOW_OWN_CONFIG`) under each name."""
+    config (renamed, with :data:`SLOW_OWN_CONFIG` unless ``slow_own_config`` is False) under
+    each name."""
     repository = root / "repository"
     model_file = (example_repository / "mlp" / "1" / "model.onnx").resolve()
-    config = (example_repository / "mlp" / "config.pbtxt").read_text() + SLOW_OWN_CONFIG
+    config = (example_repository / "mlp" / "config.pbtxt").read_text()
+    config += SLOW_OWN_CONFIG if slow_own_config else ""
     for name in MODELS:
         (repository / name / "1").mkdir(parents=True)
         (repository / name / "1" / "model.onnx").symlink_to(model_file)
