@@ -34,12 +34,12 @@ from tritontune.measure.mixed import (
     ClassRequests,
     TrafficMeasurement,
     _class_figures,
-    _Edge,
     judge,
 )
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.stats import LatencyStats
 from tritontune.measure.traffic import ServedFloor, Traffic, TrafficClass
+from tritontune.measure.windows import Edge
 
 INTERACTIVE = TrafficClass("interactive", 0.3, RequestShape(batch_size=1, priority=1), slo_p99_s=0.020)
 BATCH = TrafficClass("batch", 0.7, RequestShape(batch_size=8, priority=2), may_shed=False)
@@ -51,9 +51,9 @@ def stream(name: str = "batch") -> Stream:
     return Stream(name, [], LoadSpec.rate(10))
 
 
-def edges(name: str, points: list[tuple[float, int]]) -> list[_Edge]:
+def edges(name: str, points: list[tuple[float, int]]) -> list[Edge]:
     """Edges at ``(time, requests logged by then)``."""
-    return [_Edge(at, {name: count}, stats={}) for at, count in points]
+    return [Edge(at, {name: count}, stats={}) for at, count in points]
 
 
 def figures(
@@ -87,7 +87,7 @@ def figures(
 # --- figures over the span -------------------------------------------------------------------
 
 
-def filled_stream() -> tuple[Stream, list[_Edge]]:
+def filled_stream() -> tuple[Stream, list[Edge]]:
     """Two requests before the span (slow ones, which must not count), then two 1 s windows:
     window 1 has successes of 1..10 ms and a rejection; window 2 has successes of 11..20 ms, a
     queue timeout, a client deadline and an UNAVAILABLE."""
@@ -121,7 +121,7 @@ def test_rates_count_only_the_span():
     assert f.answered() == 24
 
 
-def slow_class_stream(failed_in_span: int = 0) -> tuple[Stream, list[_Edge]]:
+def slow_class_stream(failed_in_span: int = 0) -> tuple[Stream, list[Edge]]:
     """A slow class over the span [10, 12): six replies land in it to requests sent before it
     (1 s latency), ten requests are sent in it, the first eight answered in it and the last two
     after it (logged later, as the run drains them); ``failed_in_span`` of the ten failed."""
@@ -557,7 +557,7 @@ def test_a_disturbed_window_starts_the_span_again_after_it(monkeypatch: pytest.M
     """A window another tenant disturbed is not reported: the span starts again after it (up to
     ``extra_windows`` times), as a single class's level takes windows in place of disturbed ones.
     Against an in-process gRPC server; the probe is scripted (window 2 disturbed)."""
-    from tritontune.measure import mixed
+    from tritontune.measure import windows
     from tritontune.measure.interference import WindowLoad
 
     script = iter([False, True, False, False, False, False, False])
@@ -570,7 +570,7 @@ def test_a_disturbed_window_starts_the_span_again_after_it(monkeypatch: pytest.M
             disturbed = next(script)
             return WindowLoad(0.1, 1.0 if disturbed else 0.0, 0.0, 0.1, "burner (pid 7, 1.0 cores)")
 
-    monkeypatch.setattr(mixed, "InterferenceProbe", ScriptedProbe)
+    monkeypatch.setattr(windows, "InterferenceProbe", ScriptedProbe)
     m, _traffic = measure_on_fake(
         {},
         dict(window_s=0.1, min_window_requests=1, stable_windows=3, detect_interference=True),
@@ -644,8 +644,8 @@ def test_a_close_call_is_a_pass_by_a_hair():
         for i in range(answered):
             s.log.record(10.0 + i / 100, latency_s, None)
         s.log.scheduled += [10.0 + i / offered for i in range(offered)]
-        first = _Edge(10.0, {"a": 0}, stats={})
-        last = _Edge(11.0, {"a": answered}, stats={})
+        first = Edge(10.0, {"a": 0}, stats={})
+        last = Edge(11.0, {"a": answered}, stats={})
         return _close_call([s], traffic, first, last)
 
     assert case(0.090, 100)  # p99 90 ms of 100: a hair

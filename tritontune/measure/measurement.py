@@ -12,36 +12,30 @@ executed batch size) covers exactly the same span as the client's numbers.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import dataclasses
 import gc
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow
-from tritontune.measure.gpu_metrics import (
-    GpuFigures,
-    GpuReading,
-    gpu_to_list,
-    scrape_gpu_metrics,
-    summarize,
-)
-from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
+from tritontune.measure.client_cost import ClientCost
+from tritontune.measure.gpu_metrics import GpuFigures, gpu_to_list, summarize
+from tritontune.measure.interference import Interference, WindowLoad
 from tritontune.measure.load_processes import load_generator, measure_with_processes
 from tritontune.measure.loadgen import (
     LoadEngine,
     LoadMode,
     LoadSpec,
     LoadTransport,
-    RequestLog,
+    Stream,
 )
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
+from tritontune.measure.windows import Edge, Windows, watch_windows
 from tritontune.server.client import BatchCompute, ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
 
@@ -76,6 +70,15 @@ class MeasureSettings:
     def time_cap(self) -> float:
         """The longest a level can take: warm-up plus every window at its longest."""
         return self.warmup_s + (self.max_windows + self.extra_windows) * self.window_s * 4
+
+    def measured(self, windows: int, settled: bool, loads: Sequence[WindowLoad]) -> bool:
+        """The stable-windows rule of one class of traffic, whatever generates the load (the
+        asyncio engine, its load processes, perf_analyzer): after ``windows`` windows, the last
+        :attr:`stable_windows` ``settled`` and none of them disturbed, or :attr:`max_windows`
+        taken (one more for each disturbed window, up to :attr:`extra_windows`)."""
+        disturbed = sum(load.disturbed for load in loads)
+        clean = not any(load.disturbed for load in loads[-self.stable_windows :])
+        return (clean and settled) or windows >= self.max_windows + min(disturbed, self.extra_windows)
 
 
 @dataclass(frozen=True)
@@ -192,17 +195,6 @@ class Measurement:
         } | ({"steps": {m: asdict(split) for m, split in self.steps.items()}} if self.steps else {})
 
 
-@dataclass
-class _Edge:
-    at: float
-    index: int
-    stats: ModelStatsSnapshot | None
-    lag_index: int = 0
-    """Where the client's lag samples stood (send lags open loop, turnarounds closed loop)."""
-    steps: dict[str, ModelStatsSnapshot | None] = field(default_factory=dict)
-    """The step models' statistics at this edge."""
-
-
 def measure_load(
     endpoint: Endpoint | str,
     model: str,
@@ -272,6 +264,53 @@ def no_gc_pauses() -> Iterator[None]:
             gc.enable()
 
 
+class StableWindows:
+    """The window policy of one class of traffic (:mod:`windows`): a window lasts ``window_s``
+    and until it has ``min_window_requests`` replies (up to 4x ``window_s``); the level is
+    measured when :meth:`MeasureSettings.measured` says so, when every request of a window
+    failed (the server is gone or broken), or at the time cap or ``max_requests``."""
+
+    def __init__(self, settings: MeasureSettings, batch_size: int, started: float) -> None:
+        self.settings = settings
+        self.batch_size = batch_size
+        self.deadline = started + settings.time_cap()
+        self.summaries: list[WindowSummary] = []
+
+    async def first_edge(self, streams: Sequence[Stream]) -> None:
+        return None
+
+    async def window_end(self, windows: Windows, streams: Sequence[Stream]) -> None:
+        (stream,) = streams
+        first, settings = windows.edges[-1], self.settings
+        while True:
+            # Sleep to the window's end in one timer (a loop woken every few ms takes CPU from
+            # the server mid-inference), then poll while waiting for enough replies.
+            end = min(first.at + settings.window_s, self.deadline)
+            await asyncio.sleep(max(WINDOW_POLL_S, end - time.perf_counter()))
+            now = time.perf_counter()
+            elapsed = now - first.at
+            replies = len(stream.log) - first.counts[stream.name]
+            enough = replies >= settings.min_window_requests or elapsed >= 4 * settings.window_s
+            if (elapsed >= settings.window_s and enough) or now >= self.deadline:
+                return
+            if len(stream.log) >= settings.max_requests:
+                return
+
+    def measured(self, windows: Windows, streams: Sequence[Stream]) -> bool:
+        (stream,) = streams
+        log, settings = stream.log, self.settings
+        first, last = windows.edges[-2:]
+        self.summaries.append(_window(stream, first, last, self.batch_size))
+        if self.summaries[-1].completed == 0 and len(log) > first.counts[stream.name]:
+            return True  # every request of a whole window failed: the server is gone or broken
+        settled = is_stable(self.summaries, count=settings.stable_windows, tolerance=settings.tolerance)
+        return (
+            settings.measured(len(self.summaries), settled, windows.loads)
+            or time.perf_counter() >= self.deadline
+            or len(log) >= settings.max_requests
+        )
+
+
 async def _measure(
     endpoint: Endpoint | str,
     model: str,
@@ -292,118 +331,53 @@ async def _measure(
         seed=seed,
         processes=processes,
     )
-    edges: list[_Edge] = []
-    windows: list[WindowSummary] = []
-    loads: list[WindowLoad] = []
-    client: list[ClientWindow] = []
-    gpu_scrapes: list[tuple[float, tuple[GpuReading, ...]]] = []
     started = time.perf_counter()
+    stream = Stream(model, requests, load)
+    policy = StableWindows(settings, batch_size, started)
+    seen = Windows()
 
-    def lags(log: RequestLog) -> list[float]:
-        return log.send_lag if load.mode == LoadMode.RATE else generator.turnaround
+    async def controller(streams: list[Stream], transport: LoadTransport) -> None:
+        nonlocal seen
+        seen = await watch_windows(
+            generator,
+            streams,
+            transport,
+            models=(model, *step_models),
+            warmup_s=settings.warmup_s,
+            detect_interference=settings.detect_interference,
+            policy=policy,
+            metrics_url=metrics_url,
+        )
 
-    async def snapshot(transport: LoadTransport) -> ModelStatsSnapshot | None:
-        return await transport.statistics(model)
-
-    async def step_snapshots(transport: LoadTransport) -> dict[str, ModelStatsSnapshot | None]:
-        return {step: await transport.statistics(step) for step in step_models}
-
-    async def scrape_gpus() -> None:
-        # In a worker thread: a GET and a parse, off the event loop that sends the requests.
-        if metrics_url is not None:
-            at = time.perf_counter()
-            readings = await asyncio.to_thread(scrape_gpu_metrics, metrics_url)
-            if readings is not None:
-                gpu_scrapes.append((at, readings))
-
-    async def controller(log: RequestLog, transport: LoadTransport) -> None:
-        deadline = started + settings.time_cap()
-        await asyncio.sleep(settings.warmup_s)
-        probe = None
-        threads = generator.load_threads()  # this loop's thread, or each load worker's
-        if settings.detect_interference:
-            probe = await asyncio.to_thread(InterferenceProbe, threads)
-        client_probe = ClientProbe(threads)
-        at = time.perf_counter()
-        await generator.settle(at)
-        edges.append(_Edge(at, _index(log, at), await snapshot(transport), len(lags(log))))
-        edges[-1].steps = await step_snapshots(transport)
-        await scrape_gpus()
-        while True:
-            first = edges[-1]
-            while True:
-                # Sleep to the window's end in one timer (a loop woken every few ms takes CPU
-                # from the server mid-inference), then poll while waiting for enough replies.
-                end = min(first.at + settings.window_s, deadline)
-                await asyncio.sleep(max(WINDOW_POLL_S, end - time.perf_counter()))
-                now = time.perf_counter()
-                elapsed = now - first.at
-                replies = len(log) - first.index
-                enough = replies >= settings.min_window_requests or elapsed >= 4 * settings.window_s
-                if (elapsed >= settings.window_s and enough) or now >= deadline:
-                    break
-                if len(log) >= settings.max_requests:
-                    break
-            at = time.perf_counter()
-            await generator.settle(at)
-            edge = _Edge(at, _index(log, at), None, len(lags(log)))
-            edge.stats = await snapshot(transport)
-            edge.steps = await step_snapshots(transport)
-            edges.append(edge)
-            windows.append(_window(log, first, edge, batch_size))
-            lagged = lags(log)[first.lag_index : edge.lag_index]
-            client.append(client_probe.sample(edge.index - first.index, lagged))
-            await scrape_gpus()
-            if probe is not None:
-                loads.append(await asyncio.to_thread(probe.sample))
-            if windows[-1].completed == 0 and len(log) > first.index:
-                return  # every request of a whole window failed: the server is gone or broken
-            disturbed = sum(load.disturbed for load in loads)
-            clean = not any(load.disturbed for load in loads[-settings.stable_windows :])
-            settled = is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
-            if (
-                (clean and settled)
-                or len(windows) >= settings.max_windows + min(disturbed, settings.extra_windows)
-                or time.perf_counter() >= deadline
-                or len(log) >= settings.max_requests
-            ):
-                return
-
-    log = await generator.run(load, controller, max_requests=settings.max_requests)
+    await generator.run_streams([stream], controller, max_requests=settings.max_requests)
+    windows = policy.summaries
     stable = is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
     chosen = settings.stable_windows if stable else len(windows)
-    first, last = edges[-chosen - 1], edges[-1]
-    result = _summarize(log, first, last, windows[-chosen:], load, batch_size, stable, started)
-    if loads:
-        interference = Interference.of(loads, loads[-chosen:])
+    first, last = seen.edges[-chosen - 1], seen.edges[-1]
+    result = _summarize(stream, first, last, windows[-chosen:], load, batch_size, stable, started, model)
+    if seen.loads:
+        interference = Interference.of(seen.loads, seen.loads[-chosen:])
         result = dataclasses.replace(result, interference=interference)
-    if client:
-        cost = ClientCost.of(client[-chosen:], processes=generator.processes)
+    if seen.client:
+        cost = ClientCost.of(seen.client[-chosen:], processes=generator.processes)
         result = dataclasses.replace(result, client=cost)
     if metrics_url is not None:
         # The scrapes from the reported windows' first edge on (each follows its edge closely).
-        chosen_scrapes = [readings for at, readings in gpu_scrapes if at >= first.at]
+        chosen_scrapes = [readings for at, readings in seen.gpu_scrapes if at >= first.at]
         result = dataclasses.replace(result, gpu=summarize(chosen_scrapes) or None)
     return result
 
 
-def _index(log: RequestLog, at: float) -> int:
-    """Where a window edge at ``at`` falls in the log (in completion order): after every request
-    completed by then. (In one process that is the log's length; merged from load processes, the
-    log may already hold a few completed just after.)"""
-    return bisect.bisect_right(log.done_at, at)
-
-
-def _span(log: RequestLog, first: _Edge, last: _Edge) -> tuple[list[float], list[str | None]]:
+def _span(stream: Stream, first: Edge, last: Edge) -> tuple[list[float], list[str | None]]:
     """Latencies of the successful requests between two edges, and every request's error."""
-    errors = log.error[first.index : last.index]
-    latencies = log.latency[first.index : last.index]
+    lo, hi = first.counts[stream.name], last.counts[stream.name]
+    errors, latencies = stream.log.error[lo:hi], stream.log.latency[lo:hi]
     return [lat for lat, err in zip(latencies, errors, strict=True) if err is None], errors
 
 
-def _window(log: RequestLog, first: _Edge, last: _Edge, batch_size: int) -> WindowSummary:
+def _window(stream: Stream, first: Edge, last: Edge, batch_size: int) -> WindowSummary:
     duration = max(last.at - first.at, 1e-9)
-    ok, _ = _span(log, first, last)
+    ok, _ = _span(stream, first, last)
     stats = LatencyStats.from_samples(ok)
     return WindowSummary(
         duration=duration,
@@ -415,26 +389,28 @@ def _window(log: RequestLog, first: _Edge, last: _Edge, batch_size: int) -> Wind
 
 
 def _summarize(
-    log: RequestLog,
-    first: _Edge,
-    last: _Edge,
+    stream: Stream,
+    first: Edge,
+    last: Edge,
     windows: list[WindowSummary],
     load: LoadSpec,
     batch_size: int,
     stable: bool,
     started: float,
+    model: str,
 ) -> Measurement:
+    """The level's figures over the reported windows, from ``first`` to ``last``; every model
+    read at the edges but ``model`` is one of its steps."""
     duration = max(last.at - first.at, 1e-9)
-    ok, span_errors = _span(log, first, last)
+    log = stream.log
+    ok, span_errors = _span(stream, first, last)
     errors = Counter(err for err in span_errors if err is not None)
-    server = None
-    if first.stats is not None and last.stats is not None:
-        server = ServerSplit.from_delta(last.stats - first.stats)
-    steps = {}
-    for step, before in first.steps.items():
-        after = last.steps.get(step)
-        if before is not None and after is not None:
-            steps[step] = ServerSplit.from_delta(after - before)
+    splits = {
+        name: ServerSplit.from_delta(after - before)
+        for name, before in first.stats.items()
+        if before is not None and (after := last.stats.get(name)) is not None
+    }
+    server = splits.pop(model, None)
     lag = None
     if load.mode == LoadMode.RATE and log.send_lag:
         lag = float(np.percentile(log.send_lag, 99, method="higher"))
@@ -453,7 +429,7 @@ def _summarize(
         server=server,
         send_lag_p99_s=lag,
         error_examples={kind: log.error_examples.get(kind, "") for kind in errors},
-        steps=steps,
+        steps=splits,
     )
 
 

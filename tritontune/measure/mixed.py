@@ -29,17 +29,16 @@ same rule as a single class's (:attr:`TrafficMeasurement.client_bound`), and wit
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tritontune.measure.client_cost import ClientCost, ClientProbe, ClientWindow
-from tritontune.measure.interference import Interference, InterferenceProbe, WindowLoad
+from tritontune.measure.client_cost import ClientCost
+from tritontune.measure.interference import Interference
 from tritontune.measure.load_processes import load_generator, measure_with_processes
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
@@ -58,7 +57,7 @@ from tritontune.measure.measurement import (
 )
 from tritontune.measure.stats import LatencyStats, spread, surely_over
 from tritontune.measure.traffic import Traffic, TrafficClass
-from tritontune.server.client import ModelStatsSnapshot
+from tritontune.measure.windows import Edge, Windows, watch_windows
 from tritontune.server.endpoint import Endpoint
 
 #: A class keeps up when at least this part of its arrivals in the span were answered (served, or
@@ -321,13 +320,58 @@ def measure_traffic(
     return measure_with_processes(once, processes, max_processes)
 
 
-@dataclass
-class _Edge:
-    at: float
-    counts: dict[str, int]
-    stats: dict[str, ModelStatsSnapshot | None]
-    lags: dict[str, int] = field(default_factory=dict)
-    """Where each class's send lags stood."""
+class ObjectiveSpan:
+    """The window policy of a workload (:mod:`windows`): the span starts once every class had
+    its first reply; windows of ``window_s``; a disturbed window starts the span again after it
+    (up to ``extra_windows`` times); the level is measured when every class has its replies in
+    a span of at least ``stable_windows`` windows, when a class has surely missed, at the span's
+    clean time unless a class passes by a hair, or at the time cap (see the module's docstring)."""
+
+    def __init__(self, traffic: Traffic, settings: MeasureSettings, started: float) -> None:
+        self.traffic = traffic
+        self.settings = settings
+        self.started = started
+        self.deadline = started + settings.time_cap()
+        self.extra = 0
+        """Disturbed windows the span started again after."""
+        self.ended_early: str | None = None
+
+    async def first_edge(self, streams: Sequence[Stream]) -> None:
+        # A class's replies lag its arrivals by its latency: a span started before each class
+        # had its first reply counts a pipeline still filling as a backlog (MiniLM's batches of
+        # 8, 1-2 s each, read "answered 89 % of its arrivals" at rates they kept up with).
+        filled_by = self.started + self.settings.time_cap() / 4
+        while any(len(s.log) == 0 for s in streams) and time.perf_counter() < filled_by:
+            await asyncio.sleep(min(self.settings.window_s, 0.05))
+
+    async def window_end(self, windows: Windows, streams: Sequence[Stream]) -> None:
+        await asyncio.sleep(self.settings.window_s)
+
+    def measured(self, windows: Windows, streams: Sequence[Stream]) -> bool:
+        settings, edges = self.settings, windows.edges
+        if windows.loads and windows.loads[-1].disturbed and self.extra < settings.extra_windows:
+            # Another tenant took CPU in this window: the span starts again after it, as a
+            # single class's level takes more windows in place of disturbed ones.
+            self.extra += 1
+            windows.span = len(edges) - 1
+            return False
+        start = edges[windows.span]
+        if len(edges) - 1 - windows.span < settings.stable_windows:
+            return False
+        self.ended_early = _surely_missed(streams, self.traffic, start, edges[-1])
+        if self.ended_early is not None:
+            return True
+        answered = min(edges[-1].counts[n] - start.counts[n] for n in start.counts)
+        if answered >= settings.min_window_requests:
+            return True
+        # A clean span's time when its replies are slow to come: the cap less the time it keeps
+        # for disturbed windows, which only a disturbed window re-measured adds back.
+        span_time = settings.max_windows * settings.window_s * 4
+        due = edges[0].at + span_time + self.extra * settings.window_s * 4
+        now = time.perf_counter()
+        return now >= self.deadline or (
+            now >= due and not _close_call(streams, self.traffic, start, edges[-1])
+        )
 
 
 async def _measure(
@@ -351,77 +395,24 @@ async def _measure(
         seed=seed,
         processes=processes,
     )
-    edges: list[_Edge] = []
-    loads: list[WindowLoad] = []
-    client: list[ClientWindow] = []
     started = time.perf_counter()
-    reported = 0
-    """The edge the reported span starts at: after the last disturbed window re-measured."""
-    ended_early: str | None = None
-
-    async def edge(streams: list[Stream], transport: LoadTransport) -> _Edge:
-        at = time.perf_counter()
-        await generator.settle(at)
-        counts = {s.name: bisect.bisect_right(s.log.done_at, at) for s in streams}
-        lags = {s.name: len(s.log.send_lag) for s in streams}
-        stats = {model: await transport.statistics(model) for model in models}
-        return _Edge(at, counts, stats, lags)
-
-    def client_window(streams: list[Stream], probe: ClientProbe) -> ClientWindow:
-        a, b = edges[-2], edges[-1]
-        answered = sum(b.counts[s.name] - a.counts[s.name] for s in streams)
-        lags = [lag for s in streams for lag in s.log.send_lag[a.lags[s.name] : b.lags[s.name]]]
-        return probe.sample(answered, lags)
+    policy = ObjectiveSpan(traffic, settings, started)
+    seen = Windows()
 
     async def controller(streams: list[Stream], transport: LoadTransport) -> None:
-        nonlocal reported, ended_early
-        await asyncio.sleep(settings.warmup_s)
-        # A class's replies lag its arrivals by its latency: a span started before each class
-        # had its first reply counts a pipeline still filling as a backlog (MiniLM's batches of
-        # 8, 1-2 s each, read "answered 89 % of its arrivals" at rates they kept up with).
-        filled_by = started + settings.time_cap() / 4
-        while any(len(s.log) == 0 for s in streams) and time.perf_counter() < filled_by:
-            await asyncio.sleep(min(settings.window_s, 0.05))
-        probe = None
-        threads = generator.load_threads()  # this loop's thread, or each load worker's
-        if settings.detect_interference:
-            probe = await asyncio.to_thread(InterferenceProbe, threads)
-        client_probe = ClientProbe(threads)
-        edges.append(await edge(streams, transport))
-        deadline = started + settings.time_cap()
-        # A clean span's time when its replies are slow to come: the cap less the time it keeps
-        # for disturbed windows, which only a disturbed window re-measured adds back.
-        span_time = settings.max_windows * settings.window_s * 4
-        extra = 0
-        while True:
-            await asyncio.sleep(settings.window_s)
-            edges.append(await edge(streams, transport))
-            client.append(client_window(streams, client_probe))
-            if probe is not None:
-                loads.append(await asyncio.to_thread(probe.sample))
-                if loads[-1].disturbed and extra < settings.extra_windows:
-                    # Another tenant took CPU in this window: the span starts again after it, as
-                    # a single class's level takes more windows in place of disturbed ones.
-                    extra += 1
-                    reported = len(edges) - 1
-                    continue
-            start = edges[reported]
-            answered = min(edges[-1].counts[n] - start.counts[n] for n in start.counts)
-            windows = len(edges) - 1 - reported
-            if windows < settings.stable_windows:
-                continue
-            ended_early = _surely_missed(streams, traffic, start, edges[-1])
-            if ended_early is not None:
-                return
-            if answered >= settings.min_window_requests:
-                return
-            now = time.perf_counter()
-            due = edges[0].at + span_time + extra * settings.window_s * 4
-            if now >= deadline or (now >= due and not _close_call(streams, traffic, start, edges[-1])):
-                return
+        nonlocal seen
+        seen = await watch_windows(
+            generator,
+            streams,
+            transport,
+            models=models,
+            warmup_s=settings.warmup_s,
+            detect_interference=settings.detect_interference,
+            policy=policy,
+        )
 
     await generator.run_streams(streams, controller, max_requests=settings.max_requests)
-    span_edges = edges[reported:]
+    span_edges = seen.edges[seen.span :]
     first, last = span_edges[0], span_edges[-1]
     span = max(last.at - first.at, 1e-9)
     figures = tuple(
@@ -438,9 +429,9 @@ async def _measure(
         span_s=span,
         duration_s=time.perf_counter() - started,
         server=server,
-        interference=Interference.of(loads, loads[reported:]) if loads else None,
-        client=ClientCost.of(client[reported:], processes=processes) if client else None,
-        ended_early=ended_early,
+        interference=Interference.of(seen.loads, seen.loads[seen.span :]) if seen.loads else None,
+        client=ClientCost.of(seen.client[seen.span :], processes=processes) if seen.client else None,
+        ended_early=policy.ended_early,
     )
 
 
@@ -455,7 +446,7 @@ def _offered(log: RequestLog, start: float, end: float) -> int:
     return int(((scheduled >= start) & (scheduled < end)).sum()) if scheduled.size else 0
 
 
-def _close_call(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Edge) -> bool:
+def _close_call(streams: Sequence[Stream], traffic: Traffic, first: Edge, last: Edge) -> bool:
     """Does a class pass by a hair between two edges: its p99 within its bound but past
     :data:`CLOSE_CALL` of it, or its arrivals answered just over :data:`KEEP_UP_FRACTION`? Such
     a level takes the rest of its time cap for more replies; a clear pass or miss needs none."""
@@ -473,7 +464,7 @@ def _close_call(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Ed
     return False
 
 
-def _surely_missed(streams: list[Stream], traffic: Traffic, first: _Edge, last: _Edge) -> str | None:
+def _surely_missed(streams: Sequence[Stream], traffic: Traffic, first: Edge, last: Edge) -> str | None:
     """Why a class has surely missed its objective between two edges (one line), or None."""
     for stream in streams:
         cls = traffic.get(stream.name)
@@ -495,7 +486,7 @@ def _surely_missed(streams: list[Stream], traffic: Traffic, first: _Edge, last: 
 
 
 def _class_figures(
-    stream: Stream, traffic_class: TrafficClass, edges: list[_Edge], span: float
+    stream: Stream, traffic_class: TrafficClass, edges: list[Edge], span: float
 ) -> ClassFigures:
     log: RequestLog = stream.log
     first, last = edges[0], edges[-1]

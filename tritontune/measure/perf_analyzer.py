@@ -619,13 +619,9 @@ def _run(
                 loads.append(probe.sample())
             p99 = float(match["p99"]) / 1e6 if match["p99"] else float("nan")
             live.append((float(match["tput"]), p99))
-            disturbed = sum(w.disturbed for w in loads)
-            clean = not any(w.disturbed for w in loads[-settings.stable_windows :])
-            if (
-                (clean and _live_settled(live, settings))
-                or len(live) >= settings.max_windows + min(disturbed, settings.extra_windows)
-                or time.perf_counter() >= deadline - 10.0
-            ):
+            # the stable-windows rule of every engine, on what perf_analyzer prints per window
+            settled = _live_settled(live, settings)
+            if settings.measured(len(live), settled, loads) or time.perf_counter() >= deadline - 10.0:
                 stopped = True
                 break
         _stop(process, settings.request_timeout_s + 10.0)

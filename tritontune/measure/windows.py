@@ -1,0 +1,133 @@
+"""The windows of one load level: one controller for every kind of traffic, a policy per kind.
+
+A level is measured while its load runs without a break: after the warm-up, the controller takes
+an *edge* at the end of every window (each stream's replies so far, each model's statistics from
+Triton, where each stream's client lag samples stood), samples what else the machine did in the
+window (:mod:`interference`) and what the load generator cost (:mod:`client_cost`), then asks
+the policy whether the level is measured. One class of traffic (:mod:`measurement`) is a
+one-stream traffic here; a workload's classes (:mod:`mixed`) are several streams. What differs
+is the policy alone:
+
+* :class:`~tritontune.measure.measurement.StableWindows`: closed or open loop at one load, until
+  the last windows agree (:func:`stats.is_stable`) and none was disturbed;
+* :class:`~tritontune.measure.mixed.ObjectiveSpan`: every class at its rate, until each has enough
+  replies in a clean span, or one has surely missed its objective.
+
+Both engines that run in this process, the asyncio generator and its load worker processes,
+come through here; perf_analyzer, whose windows are its own output lines, applies the same
+stable-windows rule (:meth:`~tritontune.measure.measurement.MeasureSettings.measured`) to the
+windows it prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tritontune.measure.client_cost import ClientProbe, ClientWindow
+from tritontune.measure.gpu_metrics import GpuReading, scrape_gpu_metrics
+from tritontune.measure.interference import InterferenceProbe, WindowLoad
+from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadTransport, Stream
+from tritontune.server.client import ModelStatsSnapshot
+
+
+@dataclass
+class Edge:
+    """A window edge: when, each stream's replies by then (its log's index), each model's
+    statistics read then, and where each stream's client lag samples stood."""
+
+    at: float
+    counts: dict[str, int]
+    stats: dict[str, ModelStatsSnapshot | None]
+    lags: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Windows:
+    """What the controller saw of a level: its edges, and per window (between two edges) the
+    machine's load and the client's cost; ``span`` is the edge the reported span starts at."""
+
+    edges: list[Edge] = field(default_factory=list)
+    loads: list[WindowLoad] = field(default_factory=list)
+    client: list[ClientWindow] = field(default_factory=list)
+    gpu_scrapes: list[tuple[float, tuple[GpuReading, ...]]] = field(default_factory=list)
+    span: int = 0
+
+
+class WindowPolicy(Protocol):
+    """When a level's windows start, when each ends, and when the level is measured."""
+
+    async def first_edge(self, streams: Sequence[Stream]) -> None:
+        """Wait, after the warm-up, until the first edge may be taken."""
+
+    async def window_end(self, windows: Windows, streams: Sequence[Stream]) -> None:
+        """Wait until the current window (from ``windows.edges[-1]``) may end."""
+
+    def measured(self, windows: Windows, streams: Sequence[Stream]) -> bool:
+        """After each window: is the level measured?"""
+        ...
+
+
+def lag_samples(stream: Stream, generator: LoadGenerator) -> list[float]:
+    """The client's lag samples of ``stream``: how late it sent (open loop), or the generator's
+    turnarounds between a reply and the next request (closed loop)."""
+    return generator.turnaround if stream.load.mode == LoadMode.CONCURRENCY else stream.log.send_lag
+
+
+async def watch_windows(
+    generator: LoadGenerator,
+    streams: Sequence[Stream],
+    transport: LoadTransport,
+    *,
+    models: Sequence[str],
+    warmup_s: float,
+    detect_interference: bool,
+    policy: WindowPolicy,
+    metrics_url: str | None = None,
+) -> Windows:
+    """The controller of :meth:`LoadGenerator.run_streams`: windows until ``policy`` says the
+    level is measured (the load stops when this returns). ``models``: whose statistics each edge
+    reads; ``metrics_url``: Triton's metrics, scraped for GPU gauges at every edge."""
+    windows = Windows()
+
+    async def edge() -> Edge:
+        at = time.perf_counter()
+        await generator.settle(at)
+        counts = {s.name: bisect.bisect_right(s.log.done_at, at) for s in streams}
+        lags = {s.name: len(lag_samples(s, generator)) for s in streams}
+        stats = {model: await transport.statistics(model) for model in models}
+        return Edge(at, counts, stats, lags)
+
+    async def scrape_gpus() -> None:
+        # In a worker thread: a GET and a parse, off the event loop that sends the requests.
+        if metrics_url is not None:
+            at = time.perf_counter()
+            readings = await asyncio.to_thread(scrape_gpu_metrics, metrics_url)
+            if readings is not None:
+                windows.gpu_scrapes.append((at, readings))
+
+    await asyncio.sleep(warmup_s)
+    await policy.first_edge(streams)
+    threads = generator.load_threads()  # this loop's thread, or each load worker's
+    probe = await asyncio.to_thread(InterferenceProbe, threads) if detect_interference else None
+    client_probe = ClientProbe(threads)
+    windows.edges.append(await edge())
+    await scrape_gpus()
+    while True:
+        await policy.window_end(windows, streams)
+        windows.edges.append(await edge())
+        a, b = windows.edges[-2:]
+        answered = sum(b.counts[s.name] - a.counts[s.name] for s in streams)
+        lagged = [
+            lag for s in streams for lag in lag_samples(s, generator)[a.lags[s.name] : b.lags[s.name]]
+        ]
+        windows.client.append(client_probe.sample(answered, lagged))
+        await scrape_gpus()
+        if probe is not None:
+            windows.loads.append(await asyncio.to_thread(probe.sample))
+        if policy.measured(windows, streams):
+            return windows
