@@ -8,7 +8,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,21 @@ def tritonserver_processes(within: Path) -> list[str]:
         and str(within) in line
         and "ps -eo" not in line
     ]
+
+
+def kill_then_interrupt(session: Any, killed: list[int]) -> Callable[[int, int | None, dict], None]:
+    """An ``on_trial_start`` for a search on ``session``: the server SIGKILLed 0.3 s into the
+    first trial (its pid added to ``killed``), then Ctrl-C (KeyboardInterrupt) at the second."""
+
+    def on_trial_start(n: int, total: int | None, point: dict) -> None:
+        if n == 1 and not killed:
+            pid = session.server.launcher.pid
+            killed.append(pid)
+            threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+        elif n == 2:
+            raise KeyboardInterrupt
+
+    return on_trial_start
 
 
 def orphaned_stubs(within: Path, within_s: float = 5.0) -> list[str]:

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 
 from tritontune.config.repository import load_model_source
+from tritontune.hostinfo import WorkerId
 from tritontune.measure.loadgen import LoadMode
 from tritontune.study.figures import LevelResult, OperatingPoint, PlayoffResult, StepFigure
 from tritontune.study.handle import TuningStudy
@@ -132,3 +135,21 @@ def pipeline_point(throughput: float, p99_s: float) -> OperatingPoint:
     """:func:`point`, with the test pipeline's steps (``shift`` the bottleneck)."""
     steps = (StepFigure("scale", 0.0002, 0.0005, 3.5), StepFigure("shift", p99_s / 4, 0.003, 7.5))
     return replace(point(throughput, p99_s), steps=steps)
+
+
+def final_rounds_claimed_elsewhere(
+    storage: str, study: str, trials: int, top: int
+) -> Callable[..., None]:
+    """An ``on_trial_done`` for a workload search: once its ``trials`` trials are done (the budget
+    spent), another worker claims the final rounds over the top ``top`` trials first."""
+    elsewhere = WorkerId("other-host", "boot", 1, 0.0)
+    done: list[Any] = []
+
+    def trial_done(trial: Any, best: Any, eta: Any) -> None:
+        done.append(trial.number)
+        if len(done) == trials:
+            handle = TuningStudy.open_existing(storage, study)
+            ranked = [t.number for t in handle.read_workload().results if t.served][:top]
+            assert handle.claim_final_rounds("workload-final", ranked, None, elsewhere)
+
+    return trial_done

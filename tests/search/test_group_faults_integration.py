@@ -9,13 +9,11 @@ requests go to its own), and the resumed search must measure the cut config with
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import orphaned_stubs
+from tests.conftest import kill_then_interrupt, orphaned_stubs
 from tests.groups import FAST, MODEL_SPACE, WORKLOAD, two_model_repository
 from tritontune.config.validate import TargetCapabilities
 from tritontune.measure.load_settings import LoadSettings
@@ -54,16 +52,7 @@ def test_a_group_search_outlives_a_killed_server_and_resumes_after_ctrl_c(
     killed: list[int] = []
     load = LoadSettings(processes=2)
     with open_group_session(repository, traffic, settings=FAST, load=load) as session:
-
-        def kill_then_interrupt(n: int, total: int | None, point: dict) -> None:
-            if n == 1 and not killed:
-                pid = session.server.launcher.pid
-                killed.append(pid)
-                threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
-            elif n == 2:
-                raise KeyboardInterrupt
-
-        progress = WorkloadSearchProgress(on_trial_start=kill_then_interrupt)
+        progress = WorkloadSearchProgress(on_trial_start=kill_then_interrupt(session, killed))
         with pytest.raises(KeyboardInterrupt):
             run_workload_search(session, space, traffic, settings, progress)
         assert killed and session.server.launcher.pid != killed[0]

@@ -13,13 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fakes import FakeGroupSession
+from tests.studies import final_rounds_claimed_elsewhere
 from tritontune.cli import app
 from tritontune.config.pipeline import PipelineVariant
 from tritontune.config.repository import load_model_source
 from tritontune.config.validate import TargetCapabilities
 from tritontune.config.variant import PIPELINE_KNOBS, Variant
 from tritontune.errors import InputError
-from tritontune.hostinfo import WorkerId
 from tritontune.measure.traffic import Layout, parse_traffic, read_traffic
 from tritontune.search.endpoint_layout import point_variant
 from tritontune.search.instance_budget import Device, InstanceBudget
@@ -33,7 +33,6 @@ from tritontune.search.workload_search import (
     workload_space,
 )
 from tritontune.serving.opening import open_group_session
-from tritontune.study.handle import TuningStudy
 
 TRAFFIC = parse_traffic(
     {
@@ -255,15 +254,8 @@ def test_a_groups_final_rounds_another_worker_claimed_are_left_to_it(session, tm
     claimed measures none of them, as for one model's workload (the same driver claims them)."""
     storage = f"sqlite:///{tmp_path / 'g.db'}"
     chosen = settings(storage=storage, trials=3, rounds=1)
-    elsewhere = WorkerId("other-host", "boot", 1, 0.0)
-    done: list[int] = []
-
-    def trial_done(trial, best, eta) -> None:
-        done.append(trial.number)
-        if len(done) == 3:  # the budget is spent: the other worker claims the rounds first
-            handle = TuningStudy.open_existing(storage, "g")
-            top = [t.number for t in handle.read_workload().results if t.served][: chosen.top]
-            assert handle.claim_final_rounds("workload-final", top, None, elsewhere)
+    # the budget is spent: the other worker claims the rounds first
+    trial_done = final_rounds_claimed_elsewhere(storage, "g", 3, chosen.top)
 
     rounds: list[int] = []
     progress = WorkloadSearchProgress(
@@ -271,4 +263,4 @@ def test_a_groups_final_rounds_another_worker_claimed_are_left_to_it(session, tm
     )
     result = run_workload_search(session, SPACE, TRAFFIC, chosen, progress)
     assert result.final_rounds_reused and result.final.finalists == () and rounds == []
-    assert len(done) == 3 and session.instances_loaded  # the trials were this worker's
+    assert session.instances_loaded  # the trials were this worker's

@@ -9,14 +9,11 @@ it (one load level a ramp, no playoff).
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import orphaned_stubs
+from tests.conftest import kill_then_interrupt, orphaned_stubs
 from tests.pipelines import BLS, PIPELINE, STEPS, write_bls, write_pipeline
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
@@ -58,16 +55,9 @@ def test_a_pipeline_search_outlives_a_killed_server_and_resumes_after_ctrl_c(
     with open_session(repository, entry, composing=composing, settings=FAST) as session:
         step_models = set(session.step_models)
 
-        def kill_then_interrupt(n: int, total: int | None, point: dict) -> None:
-            if n == 1 and not killed:
-                pid = session.server.launcher.pid
-                killed.append(pid)
-                threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
-            elif n == 2:
-                raise KeyboardInterrupt
-
         progress = SearchProgress(
-            on_trial_start=kill_then_interrupt, on_baseline_start=lambda: baselines.append(1)
+            on_trial_start=kill_then_interrupt(session, killed),
+            on_baseline_start=lambda: baselines.append(1),
         )
         with pytest.raises(KeyboardInterrupt):
             run_search(session, space_for(session, SLO_S), settings, progress)

@@ -16,9 +16,9 @@ import optuna
 import pytest
 
 from tests.fakes import FakeSession
+from tests.studies import final_rounds_claimed_elsewhere
 from tritontune.config.repository import load_model_source
 from tritontune.errors import InputError
-from tritontune.hostinfo import WorkerId
 from tritontune.measure.traffic import Layout, parse_traffic
 from tritontune.search.endpoint_layout import (
     EndpointChoices,
@@ -37,7 +37,6 @@ from tritontune.search.workload_search import (
     run_workload_search,
     workload_space,
 )
-from tritontune.study.handle import TuningStudy
 
 TRAFFIC = parse_traffic(
     {
@@ -163,15 +162,8 @@ def test_final_rounds_another_worker_claimed_are_left_to_it(session, tmp_path: P
     measures none of them (the other's output and the study have the winner)."""
     storage = f"sqlite:///{tmp_path / 's.db'}"
     chosen = settings(storage=storage, trials=3, rounds=1)
-    elsewhere = WorkerId("other-host", "boot", 1, 0.0)
-    done: list[int] = []
-
-    def trial_done(trial, best, eta) -> None:
-        done.append(trial.number)
-        if len(done) == 3:  # the budget is spent: the other worker claims the rounds first
-            handle = TuningStudy.open_existing(storage, "w")
-            top = [t.number for t in handle.read_workload().results if t.served][: chosen.top]
-            assert handle.claim_final_rounds("workload-final", top, None, elsewhere)
+    # the budget is spent: the other worker claims the rounds first
+    trial_done = final_rounds_claimed_elsewhere(storage, "w", 3, chosen.top)
 
     loads: list[int] = []
     progress = WorkloadSearchProgress(

@@ -26,16 +26,15 @@ import numpy as np
 from tritontune.measure.client_cost import ClientCost
 from tritontune.measure.gpu_metrics import GpuFigures, gpu_to_list, summarize
 from tritontune.measure.interference import Interference, WindowLoad
-from tritontune.measure.load_processes import load_generator, measure_with_processes
+from tritontune.measure.load_processes import measure_with_processes
 from tritontune.measure.loadgen import (
     LoadEngine,
     LoadMode,
     LoadSpec,
-    LoadTransport,
     Stream,
 )
 from tritontune.measure.stats import LatencyStats, WindowSummary, is_stable, relative_deviation
-from tritontune.measure.windows import Edge, Windows, watch_windows
+from tritontune.measure.windows import Edge, Windows, measure_windows
 from tritontune.server.client import BatchCompute, ModelStatsSnapshot
 from tritontune.server.endpoint import Endpoint
 
@@ -323,43 +322,32 @@ async def _measure(
     processes: int = 1,
     step_models: tuple[str, ...] = (),
 ) -> Measurement:
-    generator = load_generator(
-        endpoint,
-        requests,
-        request_timeout=settings.request_timeout_s,
-        max_in_flight=settings.max_in_flight,
-        seed=seed,
-        processes=processes,
-    )
     started = time.perf_counter()
     stream = Stream(model, requests, load)
     policy = StableWindows(settings, batch_size, started)
-    seen = Windows()
-
-    async def controller(streams: list[Stream], transport: LoadTransport) -> None:
-        nonlocal seen
-        seen = await watch_windows(
-            generator,
-            streams,
-            transport,
-            models=(model, *step_models),
-            warmup_s=settings.warmup_s,
-            detect_interference=settings.detect_interference,
-            policy=policy,
-            metrics_url=metrics_url,
-        )
-
-    await generator.run_streams([stream], controller, max_requests=settings.max_requests)
+    models = (model, *step_models)
+    seen = await measure_windows(
+        endpoint,
+        [stream],
+        settings,
+        policy,
+        models=models,
+        seed=seed,
+        processes=processes,
+        metrics_url=metrics_url,
+    )
     windows = policy.summaries
     stable = is_stable(windows, count=settings.stable_windows, tolerance=settings.tolerance)
     chosen = settings.stable_windows if stable else len(windows)
     first, last = seen.edges[-chosen - 1], seen.edges[-1]
-    result = _summarize(stream, first, last, windows[-chosen:], load, batch_size, stable, started, model)
+    result = _summarize(
+        stream, first, last, windows[-chosen:], load, batch_size, stable, started, model, step_models
+    )
     if seen.loads:
         interference = Interference.of(seen.loads, seen.loads[-chosen:])
         result = dataclasses.replace(result, interference=interference)
     if seen.client:
-        cost = ClientCost.of(seen.client[-chosen:], processes=generator.processes)
+        cost = ClientCost.of(seen.client[-chosen:], processes=seen.processes)
         result = dataclasses.replace(result, client=cost)
     if metrics_url is not None:
         # The scrapes from the reported windows' first edge on (each follows its edge closely).
@@ -398,9 +386,11 @@ def _summarize(
     stable: bool,
     started: float,
     model: str,
+    step_models: tuple[str, ...],
 ) -> Measurement:
-    """The level's figures over the reported windows, from ``first`` to ``last``; every model
-    read at the edges but ``model`` is one of its steps."""
+    """The level's figures over the reported windows, from ``first`` to ``last``: ``model``'s
+    split from Triton's statistics, and each of ``step_models``' (a pipeline's composing models;
+    a BLS model is one of its own)."""
     duration = max(last.at - first.at, 1e-9)
     log = stream.log
     ok, span_errors = _span(stream, first, last)
@@ -410,7 +400,8 @@ def _summarize(
         for name, before in first.stats.items()
         if before is not None and (after := last.stats.get(name)) is not None
     }
-    server = splits.pop(model, None)
+    server = splits.get(model)
+    steps = {step: splits[step] for step in step_models if step in splits}
     lag = None
     if load.mode == LoadMode.RATE and log.send_lag:
         lag = float(np.percentile(log.send_lag, 99, method="higher"))
@@ -429,7 +420,7 @@ def _summarize(
         server=server,
         send_lag_p99_s=lag,
         error_examples={kind: log.error_examples.get(kind, "") for kind in errors},
-        steps=splits,
+        steps=steps,
     )
 
 

@@ -39,12 +39,11 @@ import numpy as np
 
 from tritontune.measure.client_cost import ClientCost
 from tritontune.measure.interference import Interference
-from tritontune.measure.load_processes import load_generator, measure_with_processes
+from tritontune.measure.load_processes import measure_with_processes
 from tritontune.measure.loadgen import (
     QUEUE_FULL_ERROR,
     QUEUE_TIMEOUT_ERROR,
     SCHEDULER_ERRORS,
-    LoadTransport,
     RequestLog,
     Stream,
 )
@@ -57,7 +56,7 @@ from tritontune.measure.measurement import (
 )
 from tritontune.measure.stats import LatencyStats, spread, surely_over
 from tritontune.measure.traffic import Traffic, TrafficClass
-from tritontune.measure.windows import Edge, Windows, watch_windows
+from tritontune.measure.windows import Edge, Windows, measure_windows
 from tritontune.server.endpoint import Endpoint
 
 #: A class keeps up when at least this part of its arrivals in the span were answered (served, or
@@ -386,32 +385,11 @@ async def _measure(
     rates = traffic.rates(total_rate)
     streams = [Stream(c.name, requests[c.name].requests, c.load(rates[c.name])) for c in traffic.classes]
     models = sorted({r.model for r in requests.values()})
-    first_requests = requests[traffic.classes[0].name].requests
-    generator = load_generator(
-        endpoint,
-        first_requests,
-        request_timeout=settings.request_timeout_s,
-        max_in_flight=settings.max_in_flight,
-        seed=seed,
-        processes=processes,
-    )
     started = time.perf_counter()
     policy = ObjectiveSpan(traffic, settings, started)
-    seen = Windows()
-
-    async def controller(streams: list[Stream], transport: LoadTransport) -> None:
-        nonlocal seen
-        seen = await watch_windows(
-            generator,
-            streams,
-            transport,
-            models=models,
-            warmup_s=settings.warmup_s,
-            detect_interference=settings.detect_interference,
-            policy=policy,
-        )
-
-    await generator.run_streams(streams, controller, max_requests=settings.max_requests)
+    seen = await measure_windows(
+        endpoint, streams, settings, policy, models=models, seed=seed, processes=processes
+    )
     span_edges = seen.edges[seen.span :]
     first, last = span_edges[0], span_edges[-1]
     span = max(last.at - first.at, 1e-9)

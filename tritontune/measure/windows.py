@@ -31,8 +31,10 @@ from typing import Protocol
 from tritontune.measure.client_cost import ClientProbe, ClientWindow
 from tritontune.measure.gpu_metrics import GpuReading, scrape_gpu_metrics
 from tritontune.measure.interference import InterferenceProbe, WindowLoad
+from tritontune.measure.load_processes import load_generator
 from tritontune.measure.loadgen import LoadGenerator, LoadMode, LoadTransport, Stream
 from tritontune.server.client import ModelStatsSnapshot
+from tritontune.server.endpoint import Endpoint
 
 
 @dataclass
@@ -56,6 +58,23 @@ class Windows:
     client: list[ClientWindow] = field(default_factory=list)
     gpu_scrapes: list[tuple[float, tuple[GpuReading, ...]]] = field(default_factory=list)
     span: int = 0
+    processes: int = 1
+    """The processes that generated the load."""
+
+
+class WindowSettings(Protocol):
+    """What the controller reads of :class:`~tritontune.measure.measurement.MeasureSettings`."""
+
+    @property
+    def warmup_s(self) -> float: ...
+    @property
+    def detect_interference(self) -> bool: ...
+    @property
+    def request_timeout_s(self) -> float: ...
+    @property
+    def max_in_flight(self) -> int: ...
+    @property
+    def max_requests(self) -> int: ...
 
 
 class WindowPolicy(Protocol):
@@ -78,21 +97,50 @@ def lag_samples(stream: Stream, generator: LoadGenerator) -> list[float]:
     return generator.turnaround if stream.load.mode == LoadMode.CONCURRENCY else stream.log.send_lag
 
 
+async def measure_windows(
+    endpoint: Endpoint | str,
+    streams: Sequence[Stream],
+    settings: WindowSettings,
+    policy: WindowPolicy,
+    *,
+    models: Sequence[str],
+    seed: int | None,
+    processes: int,
+    metrics_url: str | None = None,
+) -> Windows:
+    """Send every stream at once from ``processes`` processes while :func:`watch_windows`
+    takes the windows; the load stops when ``policy`` says the level is measured."""
+    generator = load_generator(
+        endpoint,
+        streams[0].requests,
+        request_timeout=settings.request_timeout_s,
+        max_in_flight=settings.max_in_flight,
+        seed=seed,
+        processes=processes,
+    )
+    seen = Windows(processes=generator.processes)
+
+    async def controller(running: list[Stream], transport: LoadTransport) -> None:
+        await watch_windows(generator, running, transport, seen, settings, policy, models, metrics_url)
+
+    await generator.run_streams(list(streams), controller, max_requests=settings.max_requests)
+    return seen
+
+
 async def watch_windows(
     generator: LoadGenerator,
     streams: Sequence[Stream],
     transport: LoadTransport,
-    *,
-    models: Sequence[str],
-    warmup_s: float,
-    detect_interference: bool,
+    windows: Windows,
+    settings: WindowSettings,
     policy: WindowPolicy,
+    models: Sequence[str],
     metrics_url: str | None = None,
-) -> Windows:
-    """The controller of :meth:`LoadGenerator.run_streams`: windows until ``policy`` says the
-    level is measured (the load stops when this returns). ``models``: whose statistics each edge
-    reads; ``metrics_url``: Triton's metrics, scraped for GPU gauges at every edge."""
-    windows = Windows()
+) -> None:
+    """The controller of :meth:`LoadGenerator.run_streams`: windows into ``windows`` until
+    ``policy`` says the level is measured (the load stops when this returns). ``models``: whose
+    statistics each edge reads; ``metrics_url``: Triton's metrics, scraped for GPU gauges at
+    every edge."""
 
     async def edge() -> Edge:
         at = time.perf_counter()
@@ -110,10 +158,10 @@ async def watch_windows(
             if readings is not None:
                 windows.gpu_scrapes.append((at, readings))
 
-    await asyncio.sleep(warmup_s)
+    await asyncio.sleep(settings.warmup_s)
     await policy.first_edge(streams)
     threads = generator.load_threads()  # this loop's thread, or each load worker's
-    probe = await asyncio.to_thread(InterferenceProbe, threads) if detect_interference else None
+    probe = await asyncio.to_thread(InterferenceProbe, threads) if settings.detect_interference else None
     client_probe = ClientProbe(threads)
     windows.edges.append(await edge())
     await scrape_gpus()
@@ -130,4 +178,4 @@ async def watch_windows(
         if probe is not None:
             windows.loads.append(await asyncio.to_thread(probe.sample))
         if policy.measured(windows, streams):
-            return windows
+            return
