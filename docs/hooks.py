@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import typer.main  # noqa: E402
 
-from tritontune import record  # noqa: E402
+from tritontune import tuning_record as record  # noqa: E402
 from tritontune.cli import app  # noqa: E402
 from tritontune.cli._config import option_keys  # noqa: E402
 from tritontune.cli._option_groups import PRECISION_OPTIONS, SERVER_OPTIONS  # noqa: E402
 
 #: The click group behind ``tritontune``: the object the console script runs.
 GROUP = typer.main.get_command(app)
-#: The schemas :func:`tritontune.record.read_record` validates records with.
+#: The schemas :func:`tritontune.tuning_record.read_record` validates records with.
 SCHEMAS = {"record": record._SCHEMA, "workload-record": record._WORKLOAD_SCHEMA}
 #: Options shared by several commands, each group in a table of its own after a command's own.
 OPTION_GROUPS = {

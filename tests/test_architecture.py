@@ -31,7 +31,7 @@ LAYERS = {
     "serving": 5,
     "precision": 4,
     "predict": 4,
-    "record": 4,
+    "tuning_record": 4,
     "measure": 3,
     "server": 2,
     "config": 1,

@@ -14,9 +14,9 @@ from tritontune.config.model_config import read_config
 from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint, parse_endpoint
 from tritontune.export.studies import export_studies
-from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.playoff import MAX_EXTRA_ROUNDS
 from tritontune.study.verdict import best_point, ranked
+from tritontune.tuning_record import RECORD_FILE, read_record
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

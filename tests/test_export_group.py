@@ -23,11 +23,11 @@ from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint
 from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout, read_traffic
-from tritontune.record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 from tritontune.search.setup import _step_model_files
 from tritontune.search.workload_search import run_workload_search
 from tritontune.serving.opening import open_group_session
 from tritontune.study.schema import ContextKey
+from tritontune.tuning_record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 
 ROUTES = {"chat": "mlp_a", "embed": "mlp_b"}
 

@@ -16,8 +16,8 @@ from tritontune.config.variant import describe_config
 from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint, export_records
 from tritontune.hostinfo import HostInfo
-from tritontune.record import PIPELINE_RECORD_VERSION, RECORD_FILE, read_record
 from tritontune.study.verdict import best_point
+from tritontune.tuning_record import PIPELINE_RECORD_VERSION, RECORD_FILE, read_record
 
 STEPS = ("scale", "shift")
 

@@ -8,8 +8,8 @@ from tests.studies import SLO, make_study, point, read_study
 from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint, export_records
 from tritontune.measure.loadgen import LoadMode
-from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.playoff import Interval, PlayoffEntry, PlayoffResult, RoundFigure
+from tritontune.tuning_record import RECORD_FILE, read_record
 
 
 def test_export_writes_the_confirmed_point_and_the_context(example_repository, tmp_path: Path):

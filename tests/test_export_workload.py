@@ -22,9 +22,9 @@ from tritontune.errors import InputError
 from tritontune.export.single_class import Endpoint
 from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout, parse_traffic, read_traffic
-from tritontune.record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.search.workload_search import WorkloadSearchSettings, run_workload_search
+from tritontune.tuning_record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 
 SPACE = SearchSpace(
     {

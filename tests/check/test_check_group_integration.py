@@ -15,7 +15,7 @@ from tritontune.check.gate import CHECK_MEASURE, CheckSettings, run_check
 from tritontune.cli import app
 from tritontune.config.model_config import parse_config_text, read_config
 from tritontune.measure.traffic import read_traffic
-from tritontune.record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
+from tritontune.tuning_record import RECORD_FILE, WORKLOAD_FILE, WorkloadRecord, read_record
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

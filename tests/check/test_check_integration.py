@@ -14,7 +14,7 @@ from tritontune.cli import app
 from tritontune.config.model_config import read_config, write_config
 from tritontune.export.single_class import Endpoint
 from tritontune.export.studies import export_studies
-from tritontune.record import RECORD_FILE
+from tritontune.tuning_record import RECORD_FILE
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

@@ -13,9 +13,9 @@ from tests.pipelines import PIPELINE, STEPS
 from tritontune.cli import app
 from tritontune.config.model_config import read_config
 from tritontune.config.pipeline import configs_from_text
-from tritontune.record import RECORD_FILE, read_record
 from tritontune.study.handle import TuningStudy
 from tritontune.study.verdict import best_point
+from tritontune.tuning_record import RECORD_FILE, read_record
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

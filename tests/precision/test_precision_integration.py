@@ -15,11 +15,11 @@ from tritontune.export.studies import export_studies
 from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.request_shape import RequestShape
-from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import MAX_EXTRA_ROUNDS, PlayoffSettings
 from tritontune.search.space import Choice, SearchSpace
 from tritontune.serving.session import TuningSession
+from tritontune.tuning_record import RECORD_FILE, read_record
 
 pytestmark = pytest.mark.integration
 FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)

@@ -7,7 +7,7 @@ import pytest
 
 from tests.search.test_operating_point import measurement
 from tests.studies import SLO, make_study, read_study
-from tests.test_record import make_record
+from tests.test_tuning_record import make_record
 from tritontune.check.gate import CheckReport, ModelCheck
 from tritontune.config.variant import Variant
 from tritontune.errors import InputError

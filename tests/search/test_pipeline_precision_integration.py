@@ -19,7 +19,6 @@ from tritontune.measure.inputs import read_input_data
 from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.request_shape import RequestShape
 from tritontune.precision.prepare import config_input_specs
-from tritontune.record import RECORD_FILE, read_record
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import PlayoffSettings
@@ -27,6 +26,7 @@ from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.serving.opening import open_session
 from tritontune.study.handle import TuningStudy
 from tritontune.study.verdict import best_point
+from tritontune.tuning_record import RECORD_FILE, read_record
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

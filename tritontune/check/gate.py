@@ -55,13 +55,6 @@ from tritontune.measure.mixed import ClassVerdict, TrafficMeasurement
 from tritontune.measure.mixed import judge as judge_class
 from tritontune.measure.request_shape import RequestShape
 from tritontune.measure.traffic import Layout, Traffic, read_traffic
-from tritontune.record import (
-    INPUT_DATA_FILE,
-    RECORD_FILE,
-    TuningRecord,
-    WorkloadRecord,
-    read_record,
-)
 from tritontune.server.factory import LaunchSettings
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
@@ -69,6 +62,13 @@ from tritontune.serving.opening import open_group_session, open_session
 from tritontune.serving.served import GROUP_SEPARATOR
 from tritontune.serving.session import TuningSession
 from tritontune.study.figures import StepFigure, median_steps
+from tritontune.tuning_record import (
+    INPUT_DATA_FILE,
+    RECORD_FILE,
+    TuningRecord,
+    WorkloadRecord,
+    read_record,
+)
 
 #: Rounds are full measurements with longer windows than a search's: more samples, a truer p99.
 CHECK_MEASURE = MeasureSettings(warmup_s=0.5, window_s=1.0, min_window_requests=200, max_windows=6)

@@ -22,8 +22,8 @@ from tritontune.export.single_class import Endpoint, parse_endpoint
 from tritontune.export.staging import ExportResult
 from tritontune.export.studies import export_studies
 from tritontune.measure.traffic import Layout
-from tritontune.record import PipelineRecord, TuningRecord, WorkloadRecord
 from tritontune.study.storage import DEFAULT_STORAGE
+from tritontune.tuning_record import PipelineRecord, TuningRecord, WorkloadRecord
 
 
 @app.command()

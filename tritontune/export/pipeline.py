@@ -45,9 +45,9 @@ from tritontune.export.staging import (
     precision_variant,
     refuse_changed_models,
 )
-from tritontune.record import ComposingModel, PipelineRecord, RecordedStep
 from tritontune.study.figures import OperatingPoint, StepFigure
 from tritontune.study.records import StudyRecord, TrialResult
+from tritontune.tuning_record import ComposingModel, PipelineRecord, RecordedStep
 
 
 @dataclass(frozen=True)

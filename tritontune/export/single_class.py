@@ -2,7 +2,7 @@
 
 Each exported model directory holds the tuned ``config.pbtxt`` (the user's backend kept), a copy
 of the model files that were measured (the precision variant's file in place of the FP32 weights
-where a variant won), and a tuning record (:mod:`tritontune.record`) saying what the config was
+where a variant won), and a tuning record (:mod:`tritontune.tuning_record`) saying what the config was
 measured to do. Everything comes from the study: nothing is re-measured here.
 
 One model can be exported as several *endpoints*, e.g. ``mlp_interactive`` from a tight-SLO study
@@ -43,7 +43,11 @@ from tritontune.export.staging import (
 )
 from tritontune.measure.gpu_metrics import combine
 from tritontune.measure.loadgen import LoadMode
-from tritontune.record import (
+from tritontune.study.figures import OperatingPoint, PlayoffEntry
+from tritontune.study.records import StudyRecord, TrialResult
+from tritontune.study.storage import storage_label
+from tritontune.study.verdict import behind_baseline, ranked
+from tritontune.tuning_record import (
     INPUT_DATA_FILE,
     PipelineRecord,
     RecordedLoad,
@@ -51,10 +55,6 @@ from tritontune.record import (
     TuningRecord,
     write_record,
 )
-from tritontune.study.figures import OperatingPoint, PlayoffEntry
-from tritontune.study.records import StudyRecord, TrialResult
-from tritontune.study.storage import storage_label
-from tritontune.study.verdict import behind_baseline, ranked
 from tritontune.units import format_duration
 
 

@@ -26,8 +26,8 @@ from tritontune.hostinfo import HostInfo
 from tritontune.precision.convert import ConversionError, build_variant
 from tritontune.precision.prepare import precision_data
 from tritontune.precision.recipe import Recipe
-from tritontune.record import RECORD_FILE, TuningRecord, WorkloadRecord, read_record
 from tritontune.study.records import RecordedPrecision, StudyContext
+from tritontune.tuning_record import RECORD_FILE, TuningRecord, WorkloadRecord, read_record
 
 
 @dataclass(frozen=True)

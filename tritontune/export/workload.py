@@ -31,10 +31,10 @@ from tritontune.config.variant import Precision, describe_config, precision_of
 from tritontune.errors import InputError
 from tritontune.export import staging
 from tritontune.measure.traffic import Layout
-from tritontune.record import WORKLOAD_FILE, WorkloadRecord, write_record
 from tritontune.study.figures import Finalist
 from tritontune.study.records import WorkloadStudyRecord
 from tritontune.study.storage import storage_label
+from tritontune.tuning_record import WORKLOAD_FILE, WorkloadRecord, write_record
 
 
 def export_workload(

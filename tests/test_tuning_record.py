@@ -11,7 +11,7 @@ from tritontune.errors import InputError
 from tritontune.hostinfo import HostInfo, describe_host
 from tritontune.measure.gpu_metrics import NO_GPUS, GpuFigures
 from tritontune.measure.loadgen import LoadMode
-from tritontune.record import (
+from tritontune.tuning_record import (
     RECORD_FILE,
     ComposingModel,
     PipelineRecord,
@@ -116,7 +116,7 @@ def test_a_gpu_driver_change_makes_hosts_differ():
 def test_check_holds_a_record_to_the_lowest_playoff_round():
     from dataclasses import replace
 
-    from tritontune.record import RecordedPoint
+    from tritontune.tuning_record import RecordedPoint
 
     base = make_record(
         operating_point=RecordedPoint(throughput=5000, p50_ms=10, p99_ms=30, confirmed=True)
