@@ -141,7 +141,9 @@ def search(
         typer.Option(
             help="With --workload: the serving layouts the trials search: shared (one model, "
             "classes told apart by priority), endpoints (one model per class) or both (endpoints "
-            "need a server tritontune launched).",
+            "need a server tritontune launched). Whichever it is, when the best trial is a "
+            "shared one, the final rounds also measure it split into one endpoint per class, "
+            "to compare the layouts.",
         ),
     ] = "both",
     trials: Annotated[
