@@ -19,6 +19,8 @@ import optuna
 import pytest
 
 from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
+from tests.groups import MODELS, two_model_repository
+from tests.groups import WORKLOAD as GROUP_WORKLOAD
 from tests.pipelines import BLS, PIPELINE, write_bls, write_pipeline
 from tests.studies import read_study
 from tritontune.errors import InputError
@@ -233,3 +235,41 @@ def test_two_workers_of_one_workload_study_run_its_final_rounds_once(example_rep
     assert len(ran) == 1
     assert "another worker of this study runs them" in left or "(reused)" in left, left
     assert "winner:" in ran[0]
+
+
+def test_two_workers_of_one_group_study_run_its_final_rounds_once(example_repository, tmp_path):
+    """Several models on one server (tests/groups.py): two ``search --workload`` processes on
+    one SQLite study measure the budget once and the final rounds once, as for one model."""
+    repository = two_model_repository(tmp_path, example_repository, slow_own_config=False)
+    (tmp_path / "two.yaml").write_text(GROUP_WORKLOAD)
+    per_model = "".join(
+        f"{m}:\n" + "".join(f"  {line}\n" for line in WORKLOAD_SPACE.splitlines()) for m in MODELS
+    )
+    (tmp_path / "group-space.yaml").write_text(per_model)
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+
+    def start(seed: int) -> subprocess.Popen:
+        log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
+        return subprocess.Popen(
+            [
+                sys.executable, "-m", "tritontune", "search", "-r", str(repository),
+                "--workload", str(tmp_path / "two.yaml"), "--trials", "2",
+                "--space", str(tmp_path / "group-space.yaml"), "--study", "group", "--seed", str(seed),
+                "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3", "--start-rate", "400",
+                "--max-load", "400", "--playoff-top", "1", "--playoff-rounds", "1",
+            ],
+            env={**os.environ, "TRITONTUNE_STORAGE": storage},
+            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+        )  # fmt: skip
+
+    for worker in [start(1), start(2)]:
+        finish(worker, tmp_path)
+    logs = [(tmp_path / f"worker-{seed}.log").read_text() for seed in (1, 2)]
+    record = TuningStudy.open_existing(storage, "group").read_workload()
+    counted = [t for t in record.trials if t.counted]
+    assert len(counted) == 2 and len({tuple(sorted(t.params.items())) for t in counted}) == 2
+    final = optuna.load_study(study_name="group", storage=storage).user_attrs["workload_final"]
+    rounds = [line for log in logs for line in log.splitlines() if "final round 1:" in line]
+    assert len(rounds) == len(final["finalists"]) == 2, logs  # the top trial and the baseline
+    (left,) = [log for log in logs if "final round 1:" not in log]
+    assert "another worker of this study runs them" in left or "(reused)" in left, left
