@@ -194,12 +194,17 @@ def test_every_quoted_refusal_is_in_the_code():
     assert [q for q in quoted if not in_source(q)] == []
 
 
-def test_every_gap_linked_to_is_a_heading_of_the_page():
+def test_every_gap_linked_to_is_a_heading_and_every_other_gap_is_closed():
     text = page_text()
     headings = set(GAP_HEADING.findall(text))
     links = GAP_LINK.findall(text)
-    assert links and all(shown == anchor for shown, anchor in links)
+    assert headings
+    assert all(shown == anchor for shown, anchor in links)
     assert sorted({anchor for _, anchor in links} - headings) == []
+    # a gap no cell links to any more says so first: it was closed, and by what
+    for gap in sorted(headings - {anchor for _, anchor in links}):
+        section = text.split(f"{{#g{gap}}}", 1)[1].split("\n#", 1)[0]
+        assert section.strip().startswith("Closed"), f"G{gap}: no cell links to it, yet it is open"
 
 
 def test_the_checks_see_a_renamed_test_a_reworded_refusal_and_an_unknown_state():
