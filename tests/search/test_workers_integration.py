@@ -43,6 +43,22 @@ BUDGET = 3
 #: config more (a third trial was one more load ramp, and nothing the test looks at).
 KILLED_BUDGET = 2
 TIMEOUT_S = 300
+#: Short windows, one interleaved round for the top trial: what is under test is who measures
+#: what, not the figures.
+FAST = ["--warmup", "0.2s", "--window", "0.3s", "--playoff-top", "1", "--playoff-rounds", "1"]
+
+
+def start_search(tmp_path: Path, storage: str, seed: int, args: list[str]) -> subprocess.Popen:
+    """``tritontune search ARGS --seed SEED`` with ``storage`` in the environment (the URL stays
+    off the command line), its output in ``worker-SEED.log``."""
+    log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "tritontune", "search", *args, *FAST, "--seed", str(seed)],
+        env={**os.environ, "TRITONTUNE_STORAGE": storage},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
 
 
 def start_worker(
@@ -50,18 +66,13 @@ def start_worker(
 ) -> subprocess.Popen:
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
-    log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(
+    return start_search(
+        tmp_path, storage, seed,
         [
-            sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
-            "--slo-p99", "50ms", "--trials", str(budget), "--space", str(space),
-            "--study", study, "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
-            "--max-windows", "4", "--max-load", "4",
-            "--results", str(tmp_path / f"results-{seed}.json"),
-            "--playoff-top", "1", "--playoff-rounds", "1",
+            "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
+            "--trials", str(budget), "--space", str(space), "--study", study,
+            "--max-windows", "4", "--max-load", "4", "--results", str(tmp_path / f"results-{seed}.json"),
         ],
-        env={**os.environ, "TRITONTUNE_STORAGE": storage},  # the URL stays off the command line
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
     )  # fmt: skip
 
 
@@ -163,20 +174,11 @@ def test_two_workers_share_one_pipeline_study(kind: str, tmp_path: Path):
         repository, entry, composing = write_pipeline(tmp_path / "repository"), PIPELINE, []
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
 
-    def start(seed: int) -> subprocess.Popen:
-        log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
-        return subprocess.Popen(
-            [
-                sys.executable, "-m", "tritontune", "search", "-r", str(repository), "-m", entry,
-                *composing, "--slo-p99", "100ms", "--trials", "2", "--study", "pipe",
-                "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
-                "--max-load", "4", "--playoff-top", "1", "--playoff-rounds", "1",
-            ],
-            env={**os.environ, "TRITONTUNE_STORAGE": storage},
-            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-        )  # fmt: skip
-
-    for worker in [start(1), start(2)]:
+    args = [
+        "-r", str(repository), "-m", entry, *composing, "--slo-p99", "100ms", "--trials", "2",
+        "--study", "pipe", "--max-windows", "4", "--max-load", "4",
+    ]  # fmt: skip
+    for worker in [start_search(tmp_path, storage, seed, args) for seed in (1, 2)]:
         finish(worker, tmp_path)
     assert_budget_done_once(storage, "pipe", budget=2)
     record = shared_study(storage, "pipe")
@@ -200,17 +202,13 @@ def start_workload_worker(
 ) -> subprocess.Popen:
     space = tmp_path / "workload-space.yaml"
     space.write_text(WORKLOAD_SPACE)
-    log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(
+    return start_search(
+        tmp_path, storage, seed,
         [
-            sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
-            "--workload", str(WORKLOAD), "--layout", "shared", "--trials", "2", "--space", str(space),
-            "--study", "mixed", "--seed", str(seed), "--warmup", "0.2s", "--window", "0.3s",
+            "-r", str(example_repository), "-m", "mlp", "--workload", str(WORKLOAD),
+            "--layout", "shared", "--trials", "2", "--space", str(space), "--study", "mixed",
             "--max-windows", "3", "--start-rate", "400", "--max-load", "400",
-            "--playoff-top", "1", "--playoff-rounds", "1",
         ],
-        env={**os.environ, "TRITONTUNE_STORAGE": storage},
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
     )  # fmt: skip
 
 
@@ -248,21 +246,12 @@ def test_two_workers_of_one_group_study_run_its_final_rounds_once(example_reposi
     (tmp_path / "group-space.yaml").write_text(per_model)
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
 
-    def start(seed: int) -> subprocess.Popen:
-        log = open(tmp_path / f"worker-{seed}.log", "w")  # noqa: SIM115 - closed with the process
-        return subprocess.Popen(
-            [
-                sys.executable, "-m", "tritontune", "search", "-r", str(repository),
-                "--workload", str(tmp_path / "two.yaml"), "--trials", "2",
-                "--space", str(tmp_path / "group-space.yaml"), "--study", "group", "--seed", str(seed),
-                "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3", "--start-rate", "400",
-                "--max-load", "400", "--playoff-top", "1", "--playoff-rounds", "1",
-            ],
-            env={**os.environ, "TRITONTUNE_STORAGE": storage},
-            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-        )  # fmt: skip
-
-    for worker in [start(1), start(2)]:
+    args = [
+        "-r", str(repository), "--workload", str(tmp_path / "two.yaml"), "--trials", "2",
+        "--space", str(tmp_path / "group-space.yaml"), "--study", "group",
+        "--max-windows", "3", "--start-rate", "400", "--max-load", "400",
+    ]  # fmt: skip
+    for worker in [start_search(tmp_path, storage, seed, args) for seed in (1, 2)]:
         finish(worker, tmp_path)
     logs = [(tmp_path / f"worker-{seed}.log").read_text() for seed in (1, 2)]
     record = TuningStudy.open_existing(storage, "group").read_workload()
