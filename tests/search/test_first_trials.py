@@ -186,3 +186,7 @@ def test_the_trials_after_the_first_refine_the_best_ones_scheduler(fake_session:
     first = FirstTrials.of(space)
     assert first.refinement([]) is None
     assert "then 4 refining the best one's scheduler knobs" in first.describe()
+    # with every execution knob fixed, the trials after the first ones are TPE's: not said
+    fixed = SearchSpace({"instance_count": Choice((1,)), "max_batch_size": Choice((8, 16))})
+    assert not FirstTrials.of(fixed).refines()
+    assert "refining" not in FirstTrials.of(fixed).describe()

@@ -233,7 +233,15 @@ class FirstTrials:
         if small:
             again = ", ".join(setting(self._setting_of(p)) for p in small)
             text += f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
+        if not self.refines():
+            return text  # the trials after are the sampler's own, knobs kept or not
         return text + f"; then {REFINE_TRIALS} refining the best one's scheduler knobs"
+
+    def refines(self) -> bool:
+        """Whether the refining trials keep anything the sampler would vary: an execution
+        knob with a choice in the space (else they are the sampler's trials, as said)."""
+        dims = self.space.dimensions
+        return any(k in dims and len(values_of(dims[k])) > 1 for k in EXECUTION_KNOBS)
 
     def _setting_of(self, point: Mapping[str, Any]) -> dict[str, int]:
         return {k: point[k] for k in ("instance_count", "intra_op_thread_count") if k in point}
