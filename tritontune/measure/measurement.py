@@ -95,6 +95,20 @@ class ServerSplit:
     the scheduler cannot change (``tritontune.predict`` calibrates from it)."""
 
     @classmethod
+    def between(
+        cls,
+        first: Mapping[str, ModelStatsSnapshot | None],
+        last: Mapping[str, ModelStatsSnapshot | None],
+    ) -> dict[str, ServerSplit]:
+        """Each model's split over the span between two window edges' statistics (by model;
+        one whose statistics could not be read at either edge is left out)."""
+        return {
+            model: cls.from_delta(after - before)
+            for model, before in first.items()
+            if before is not None and (after := last.get(model)) is not None
+        }
+
+    @classmethod
     def from_delta(cls, delta: ModelStatsSnapshot) -> ServerSplit:
         requests = max(delta.success_count, 0)
         compute = delta.compute_input_ns + delta.compute_infer_ns + delta.compute_output_ns
@@ -395,11 +409,7 @@ def _summarize(
     log = stream.log
     ok, span_errors = _span(stream, first, last)
     errors = Counter(err for err in span_errors if err is not None)
-    splits = {
-        name: ServerSplit.from_delta(after - before)
-        for name, before in first.stats.items()
-        if before is not None and (after := last.stats.get(name)) is not None
-    }
+    splits = ServerSplit.between(first.stats, last.stats)
     server = splits.get(model)
     steps = {step: splits[step] for step in step_models if step in splits}
     lag = None

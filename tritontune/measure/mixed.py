@@ -396,19 +396,16 @@ async def _measure(
     figures = tuple(
         _class_figures(stream, traffic.get(stream.name), span_edges, span) for stream in streams
     )
-    server = {}
-    for model in models:
-        before, after = first.stats.get(model), last.stats.get(model)
-        if before is not None and after is not None:
-            server[model] = ServerSplit.from_delta(after - before)
     return TrafficMeasurement(
         total_rate=total_rate,
         classes=figures,
         span_s=span,
         duration_s=time.perf_counter() - started,
-        server=server,
+        server=ServerSplit.between(first.stats, last.stats),
         interference=Interference.of(seen.loads, seen.loads[seen.span :]) if seen.loads else None,
-        client=ClientCost.of(seen.client[seen.span :], processes=processes) if seen.client else None,
+        client=ClientCost.of(seen.client[seen.span :], processes=seen.processes)
+        if seen.client
+        else None,
         ended_early=policy.ended_early,
     )
 

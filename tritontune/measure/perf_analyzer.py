@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -438,11 +438,10 @@ class _Control:
 
 @dataclass
 class _Edge:
-    """A window edge as seen live: the model's counters then, and each step model's (a
-    pipeline's composing models, as :mod:`measurement` reads them)."""
+    """A window edge as seen live: the counters then of the model measured and of its steps (a
+    pipeline's composing models), by model, as :mod:`measurement` reads them."""
 
-    stats: ModelStatsSnapshot | None
-    steps: dict[str, ModelStatsSnapshot | None] = field(default_factory=dict)
+    stats: dict[str, ModelStatsSnapshot | None]
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str | None]:
@@ -556,7 +555,8 @@ def _measure(
         edges, loads = _run(command, control, (model, *step_models), settings, files, started)
     finally:
         control.close()
-    return _result(read_export(files.export), edges, loads, load, batch_size, settings, started)
+    export = read_export(files.export)
+    return _result(export, edges, loads, load, batch_size, settings, started, (model, *step_models))
 
 
 def _run(
@@ -591,8 +591,7 @@ def _run(
     stopped = False
 
     def edge() -> _Edge:
-        model, *steps = models
-        return _Edge(control.statistics(model), {step: control.statistics(step) for step in steps})
+        return _Edge({model: control.statistics(model) for model in models})
 
     try:
         assert process.stdout is not None
@@ -661,9 +660,10 @@ def _result(
     batch_size: int,
     settings: MeasureSettings,
     started: float,
+    models: tuple[str, ...],
 ) -> Measurement:
     """The Measurement from the export's windows after the warm-up, as :mod:`measurement` builds
-    it from its own log."""
+    it from its own log; ``models``: the one measured, then its steps."""
     warmup = _warmup_windows(settings)
     # The windows we saw live; the export holds the same ones (the interrupted one not).
     measured = window_requests(export)[warmup : warmup + len(edges) - 1]
@@ -677,14 +677,8 @@ def _result(
     failed = sum(w.failed for w in merged)
     span = max((merged[-1].end_ns - merged[0].start_ns) / 1e9, 1e-9)
     first, last = edges[len(measured) - chosen], edges[len(measured)]
-    server = None
-    if first.stats is not None and last.stats is not None:
-        server = ServerSplit.from_delta(last.stats - first.stats)
-    steps = {
-        step: ServerSplit.from_delta(after - before)
-        for step, before in first.steps.items()
-        if before is not None and (after := last.steps.get(step)) is not None
-    }
+    splits = ServerSplit.between(first.stats, last.stats)
+    model, *step_models = models
     errors = {NO_RESPONSE_ERROR: failed} if failed else {}
     interference = Interference.of(loads, loads[-chosen:]) if loads else None
     return Measurement(
@@ -699,10 +693,10 @@ def _result(
         throughput_deviation=relative_deviation([w.throughput for w in windows[-chosen:]]),
         p99_deviation=relative_deviation([w.p99 for w in windows[-chosen:]]),
         duration_s=time.perf_counter() - started,
-        server=server,
+        server=splits.get(model),
         send_lag_p99_s=None,
         error_examples={NO_RESPONSE_ERROR: "perf_analyzer recorded no response"} if failed else {},
         interference=interference,
         engine=LoadEngine.PERF_ANALYZER,
-        steps=steps,
+        steps={step: splits[step] for step in step_models if step in splits},
     )
