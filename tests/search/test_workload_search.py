@@ -355,10 +355,20 @@ def test_final_rounds_stop_early_once_every_place_is_settled(session, others, af
 def test_final_rounds_go_on_while_a_finalist_is_close_to_the_leader(session):
     """Without a finalist behind the leader by over 10 % every round is measured (the settled
     rule never cuts a close race short): the machine is made to give every config the same
-    capacity."""
+    capacity, and the classes share one priority (with two, configs with priority levels keep
+    the interactive tail at higher rates, serving more)."""
     session.capacity_scale_of = lambda config: 1 / (config.max_batch_size or 1)
+    even = parse_traffic(
+        {
+            "classes": [
+                {"name": "interactive", "share": 0.3, "slo_p99": "20ms"},
+                {"name": "batch", "share": 0.7, "batch_size": 8, "slo_p99": "200ms"},
+            ]
+        },
+        where="test",
+    )
     result = run_workload_search(
-        session, SPACE, UNSHED, settings(trials=4, rounds=4, top=2, endpoints=False)
+        session, SPACE, even, settings(trials=4, rounds=4, top=2, endpoints=False)
     )
     tuned = [f for f in result.finalists if f.trial is not None]
     assert len(tuned) == 2 and not set(result.settled_after) & {f.label for f in tuned}

@@ -78,8 +78,8 @@ class TrafficFinals:
     ) -> None:
         assert isinstance(objective, TrafficObjective)
         trials = now.record.results
-        self.final, self.last, self.settled_after = _final_rounds(self, objective, trials)
-        study.save_workload_final(self.final)
+        final, self.last, self.settled_after = _final_rounds(self, objective, trials)
+        self.final = study.save_workload_final(final)
 
 
 @dataclass(frozen=True)

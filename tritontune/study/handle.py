@@ -30,6 +30,7 @@ from tritontune.study.codec import (
     precisions_of,
     single_class_record,
     trial_result,
+    workload_final_of,
     workload_record,
 )
 from tritontune.study.coordination import Snapshot
@@ -207,8 +208,12 @@ class TuningStudy:
     def save_playoff(self, result: PlayoffResult) -> None:
         self._set(StudyKey.PLAYOFF, result.to_dict())
 
-    def save_workload_final(self, final: WorkloadFinal) -> None:
-        self._set(StudyKey.WORKLOAD_FINAL, final.to_dict())
+    def save_workload_final(self, final: WorkloadFinal) -> WorkloadFinal:
+        """Stores ``final``; returns it as stored (its figures rounded as the study keeps
+        them), so a run states the figures a resume reads back."""
+        stored = final.to_dict()
+        self._set(StudyKey.WORKLOAD_FINAL, stored)
+        return workload_final_of(stored)
 
     def save_strategy(self, strategy: str) -> None:
         self._set(StudyKey.STRATEGY, strategy)
