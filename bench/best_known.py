@@ -10,8 +10,8 @@
    search (or the grid) found, a step lower where it doesn't hold.
 
 The *best known* is the highest median of the finals. Printed: the grid, then each finalist's
-median with its min-max interval and its share of the best known; everything is kept in
-``--out`` (``best-known.json``).
+median with its min-max interval and its share of the best known; everything, each finalist's
+rounds included, is kept in ``--out`` (``best-known.json``).
 
     python bench/best_known.py --model-repository examples/minilm/model_repository --model minilm \\
         --input-data examples/minilm/inputs.json --slo 100ms --studies bench-seeds --rounds 3
@@ -256,6 +256,7 @@ def main() -> int:
                 "load": entry.load,
                 "share_of_best": share,
                 "disturbed_rounds": sum(1 for r in entry.rounds if r.disturbed),
+                "rounds": [r.to_dict() for r in entry.rounds],  # every figure stated comes from
             }
         )
     report["best_known"] = best

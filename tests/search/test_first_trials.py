@@ -12,12 +12,7 @@ import pytest
 from tests.fakes import FakeSession
 from tests.studies import point as operating_point
 from tritontune.config.repository import load_model_source
-from tritontune.search.first_trials import (
-    REFINE_MOVES,
-    REFINE_TRIALS,
-    FirstTrials,
-    compute_settings,
-)
+from tritontune.search.first_trials import REFINE_TRIALS, FirstTrials, compute_settings
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.study.records import TrialResult
@@ -163,10 +158,9 @@ def test_a_search_measures_its_first_trials_before_tpe(fake_session: FakeSession
     assert len(by_number) == 5
 
 
-def test_the_trials_after_the_first_move_one_scheduler_knob_of_the_best(fake_session: FakeSession):
-    """Each refining trial is the best config measured by then with one scheduler knob moved
-    one step; the execution (here the instances) is the best first trial's. Then TPE has the
-    whole space."""
+def test_the_trials_after_the_first_refine_the_best_ones_scheduler(fake_session: FakeSession):
+    """The best first trial's execution (here its instances) is kept for the refining trials,
+    TPE choosing their batching; then TPE has the whole space."""
     dimensions = cpu_space(2).dimensions
     space = SearchSpace({k: v for k, v in dimensions.items() if k != "precision"})  # the fake's
     count = FirstTrials.of(space).count()
@@ -185,47 +179,14 @@ def test_the_trials_after_the_first_move_one_scheduler_knob_of_the_best(fake_ses
     # trials numbered after the first ones (a repeat of a known config is a number not counted)
     refining = [r for r in by_number if count <= r.number < count + REFINE_TRIALS]
     assert len(refining) >= REFINE_TRIALS - 1
-    moved = {knob for knob, _ in REFINE_MOVES}
     for trial in refining:
         assert {k: trial.params[k] for k in kept} == {k: best.params[k] for k in kept}
-        earlier = [r.params for r in by_number if r.number < trial.number]
-        differs = [
-            {k for k in set(p) | set(trial.params) if p.get(k) != trial.params.get(k)} for p in earlier
-        ]
-        assert any(len(d) == 1 and d <= moved for d in differs), trial.params
+    scheduler = {(t.params["max_batch_size"], t.params.get("max_queue_delay")) for t in refining}
+    assert len(scheduler) > 1  # TPE chose them, not one fixed point
     first = FirstTrials.of(space)
     assert first.refinement([]) is None
-    assert "then 4 moving one scheduler knob of the best one" in first.describe()
-    # with every knob they move or keep fixed, the trials after the first ones are TPE's: not said
-    fixed = SearchSpace({"instance_count": Choice((1,)), "dynamic_batching": Choice((True, False))})
+    assert "then 4 refining the best one's scheduler knobs" in first.describe()
+    # with every execution knob fixed, the trials after the first ones are TPE's: not said
+    fixed = SearchSpace({"instance_count": Choice((1,)), "max_batch_size": Choice((8, 16))})
     assert not FirstTrials.of(fixed).refines()
-    assert "moving" not in FirstTrials.of(fixed).describe()
-
-
-def test_a_refining_trial_moves_the_best_configs_knobs_one_at_a_time():
-    """Smaller batches first, then a shorter delay, the other graph levels, ...; a move whose
-    config is taken is skipped; the best is taken anew after each measurement."""
-    first = FirstTrials.of(cpu_space(2))
-    best = {**first.point({"instance_count": 2, "intra_op_thread_count": 1}, "int8_dynamic"),
-            "max_batch_size": 4}  # fmt: skip
-    results = [result(0, best, 100.0)]
-    taken: list[dict] = [best]
-    proposed = first.refinement(results, taken)
-    assert proposed == {**best, "max_batch_size": 2}
-    results.append(result(1, proposed, 90.0))  # worse: the best stays
-    taken.append(proposed)
-    proposed = first.refinement(results, taken)
-    assert proposed == {**best, "max_queue_delay": 500}
-    results.append(result(2, proposed, 120.0))  # better: the next moves start from it
-    taken.append(proposed)
-    better = proposed
-    assert first.refinement(results, taken) == {**better, "max_batch_size": 2}
-    taken.append({**better, "max_batch_size": 2})
-    assert first.refinement(results, taken) == {**better, "max_queue_delay": 250}
-    taken.append({**better, "max_queue_delay": 250})
-    assert first.refinement(results, taken) == {**better, "graph_optimization": "extended"}
-    # without batching there is no delay to move; batch sizes stay above 0
-    unbatched = {k: v for k, v in best.items() if k not in ("max_queue_delay", "preferred_batch_size")}
-    unbatched.update(dynamic_batching=False, max_batch_size=1)
-    moves = first.refinement([result(0, unbatched, 50.0)], [unbatched])
-    assert moves == {**unbatched, "graph_optimization": "extended"}
+    assert "refining" not in FirstTrials.of(fixed).describe()

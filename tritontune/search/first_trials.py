@@ -27,16 +27,11 @@ That is P + S - 1 + min(S, 2) trials (7 for MiniLM's four precisions on two core
 where a point repeats an earlier one (a space without batching). With a smaller budget,
 step 1 comes first: no default search ends without having measured each accepted precision.
 
-Then :data:`REFINE_TRIALS` trials refine the best config so far, one scheduler knob one step
-at a time (:data:`REFINE_MOVES`: smaller batches first, then a shorter queue delay, the other
-graph levels, larger batches, a longer delay), each from the best config measured by then, a
-move whose config was already measured skipped. Left to itself, TPE spent four of the five
-trials after the first ones on MiniLM far from the best (1 x 1 threads, 2 x 2 with two inter-op
-threads each, INT8 static: 57-75 sentences/s against the best's 120); choosing only the
-scheduler's knobs with the execution kept, it ended on "no batching" with all three seeds
-(92-95 % of the best known, where the best configs batch up to 2-4). Moving one knob from the
-best is what a serving engineer does by hand, and what the search then does is the same
-whatever the seed. TPE takes over the whole space after them, with every trial as its start. The
+Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision and compute
+setting kept, TPE chooses the scheduler's knobs (each trial from the best then). Left to
+itself, TPE spent four of the five trials after the first ones on MiniLM far from the best
+(1 x 1 threads, 2 x 2 with two inter-op threads each, INT8 static: 57-75 sentences/s against
+the best's 120). TPE takes over the whole space after them, with every trial as its start. The
 proposals are made from what the study holds (:class:`FirstTrialsSampler`), so a resumed search or
 another worker of a shared study goes on where the study is: a point measured, failed or being
 measured is never proposed again.
@@ -76,22 +71,9 @@ SMALL_BATCHES: dict[str, Any] = {"max_batch_size": 4}
 #: instances: the fewest threads each).
 SMALL_BATCH_SETTINGS = 2
 
-#: Trials after the first ones that move one scheduler knob of the best config (below).
+#: Trials after the first ones that keep the best config's execution (below) and let TPE
+#: choose the rest.
 REFINE_TRIALS = 4
-
-#: The moves of a refining trial, tried in this order from the best config measured: a knob and
-#: a step (-1: the next smaller value of an ordered knob, half the delay; +1: the next larger,
-#: twice the delay; 0: each other value of an unordered knob, in the space's order). Smaller
-#: batches and shorter delays come first: the first trials' are in the middle of the range, and
-#: under a latency SLO on a CPU the best configs batched less (MiniLM: batches up to 2-4).
-REFINE_MOVES: tuple[tuple[str, int], ...] = (
-    ("max_batch_size", -1),
-    ("max_queue_delay", -1),
-    ("graph_optimization", 0),
-    ("max_batch_size", +1),
-    ("max_queue_delay", +1),
-    ("preferred_batch_size", 0),
-)
 
 #: What a refining trial keeps of the best config: its precision and how it uses the compute.
 EXECUTION_KNOBS = (
@@ -253,14 +235,13 @@ class FirstTrials:
             text += f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
         if not self.refines():
             return text  # the trials after are the sampler's own, knobs kept or not
-        return text + f"; then {REFINE_TRIALS} moving one scheduler knob of the best one"
+        return text + f"; then {REFINE_TRIALS} refining the best one's scheduler knobs"
 
     def refines(self) -> bool:
-        """Whether the refining trials are anything but the sampler's own: a knob they move
-        or keep has a choice in the space."""
+        """Whether the refining trials keep anything the sampler would vary: an execution
+        knob with a choice in the space (else they are the sampler's trials, as said)."""
         dims = self.space.dimensions
-        knobs = {*EXECUTION_KNOBS, *(knob for knob, _ in REFINE_MOVES)}
-        return any(k in dims and len(values_of(dims[k])) > 1 for k in knobs)
+        return any(k in dims and len(values_of(dims[k])) > 1 for k in EXECUTION_KNOBS)
 
     def _setting_of(self, point: Mapping[str, Any]) -> dict[str, int]:
         return {k: point[k] for k in ("instance_count", "intra_op_thread_count") if k in point}
@@ -281,45 +262,15 @@ class FirstTrials:
                 return point
         return None
 
-    def refinement(
-        self, results: Sequence[TrialResult], taken: Sequence[Mapping[str, Any]] = ()
-    ) -> dict[str, Any] | None:
-        """A refining trial's point: the best config measured (met its objective first) with
-        the first of :data:`REFINE_MOVES` that makes a point not yet taken; where no move does
-        (the scheduler's knobs fixed), the best config's execution knobs, the sampler choosing
-        the rest. None while nothing is measured."""
+    def refinement(self, results: Sequence[TrialResult]) -> dict[str, Any] | None:
+        """The execution knobs of the best config measured (met its objective first), for a
+        refining trial; None while nothing is measured."""
         measured = [r for r in results if r.operating_point is not None or r.capacity is not None]
         if not measured:
             return None
         best = max(measured, key=lambda r: (r.feasible, r.value))
-        point = {k: v for k, v in best.params.items() if k in self.space.dimensions}
-        for knob, step in REFINE_MOVES:
-            for moved in self._moves(point, knob, step):
-                if not any(_has(t, moved) for t in taken):
-                    return moved
-        kept = {k: v for k, v in point.items() if k in EXECUTION_KNOBS}
-        return kept or None
-
-    def _moves(self, point: Mapping[str, Any], knob: str, step: int) -> list[dict[str, Any]]:
-        """``point`` with ``knob`` moved ``step`` (see :data:`REFINE_MOVES`); none where the
-        point lacks the knob (no batching: no delay) or the space has no such value."""
-        dimension = self.space.dimensions.get(knob)
-        if dimension is None or knob not in point:
-            return []
-        value = point[knob]
-        if isinstance(dimension, IntRange):
-            scaled = round(value * 2.0**step) if dimension.log else value + step
-            values = [min(max(scaled, dimension.low), dimension.high)]
-        elif step == 0:
-            values = [v for v in dimension.values if v != value]
-        else:
-            ordered = sorted(v for v in dimension.values if isinstance(v, (int, float)))
-            index = ordered.index(value) + step if value in ordered else -1
-            values = [ordered[index]] if 0 <= index < len(ordered) else []
-        moved = [{**point, knob: v} for v in values if v != value]
-        if knob == "max_batch_size":  # batches of one: nothing for the batcher to do
-            moved = [m for m in moved if m[knob] > 0]
-        return moved
+        kept = {k: best.params[k] for k in EXECUTION_KNOBS if k in best.params}
+        return {k: v for k, v in kept.items() if k in self.space.dimensions} or None
 
     def best_precision(
         self, results: Sequence[TrialResult], first: Sequence[Mapping[str, Any]]
@@ -345,8 +296,9 @@ def _has(taken: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
 
 
 class FirstTrialsSampler(ProposingSampler):
-    """Proposes :class:`FirstTrials` until each was measured, then :data:`REFINE_TRIALS`
-    refining trials (:meth:`FirstTrials.refinement`), then hands over to ``base``."""
+    """Proposes :class:`FirstTrials` until each was measured, then the best config's execution
+    knobs for :data:`REFINE_TRIALS` trials (``base`` chooses their other knobs), then hands
+    over to ``base``."""
 
     def __init__(self, base: optuna.samplers.BaseSampler, first: FirstTrials) -> None:
         super().__init__(base)
@@ -364,7 +316,7 @@ class FirstTrialsSampler(ProposingSampler):
         if point is not None:
             return point
         if len(taken) < self.first.count() + REFINE_TRIALS:
-            return self.first.refinement(results, taken)
+            return self.first.refinement(results)
         self._done = True
         return None
 
