@@ -256,7 +256,7 @@ def main() -> int:
                 "load": entry.load,
                 "share_of_best": share,
                 "disturbed_rounds": sum(1 for r in entry.rounds if r.disturbed),
-                "rounds": [r.to_dict() for r in entry.rounds],  # every figure stated comes from
+                "rounds": [r.to_dict() for r in entry.rounds],  # what the figures above come from
             }
         )
     report["best_known"] = best

@@ -551,12 +551,13 @@ def _measure(
             batch_size=batch_size if batching else 1,
             shapes=_fixed_shapes(requests, batching=batching),
         )
+        models = (model, *step_models)
         started = time.perf_counter()
-        edges, loads = _run(command, control, (model, *step_models), settings, files, started)
+        edges, loads = _run(command, control, models, settings, files, started)
     finally:
         control.close()
     export = read_export(files.export)
-    return _result(export, edges, loads, load, batch_size, settings, started, (model, *step_models))
+    return _result(export, edges, loads, load, batch_size, settings, started, models)
 
 
 def _run(
