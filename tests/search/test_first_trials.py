@@ -4,6 +4,7 @@ batches, before TPE (tritontune/search/first_trials.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -12,9 +13,17 @@ import pytest
 from tests.fakes import FakeSession
 from tests.studies import point as operating_point
 from tritontune.config.repository import load_model_source
-from tritontune.search.first_trials import REFINE_TRIALS, FirstTrials, compute_settings
+from tritontune.measure.loadgen import LoadMode
+from tritontune.search.first_trials import (
+    REFINE_TRIALS,
+    SMALL_BATCH,
+    FirstTrials,
+    compute_settings,
+    small_batch,
+)
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.study.figures import LevelResult, OperatingPoint
 from tritontune.study.records import TrialResult
 
 PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8_static")
@@ -75,6 +84,53 @@ def test_the_splits_with_the_most_instances_are_measured_again_with_small_batche
         assert p["max_batch_size"] == 4 and p["dynamic_batching"] is True
         assert p["precision"] == "int8_dynamic" and p["max_queue_delay"] == 1000
     assert "again 16 x 1 threads, 8 x 2 threads, with batches up to 4" in first.describe()
+
+
+def alone(number: int, params: dict, latency_s: float, served: float = 50.0) -> TrialResult:
+    """A measured trial under a 100 ms p99 SLO whose ramp began with one request in flight,
+    answered in ``latency_s``, and served ``served`` at 4."""
+    first = LevelResult(1, 1 / latency_s, latency_s, latency_s, latency_s, 0, True, True)
+    higher = LevelResult(4, served, 3 * latency_s, 4 * latency_s, 4 * latency_s, 0, True, True)
+    point = OperatingPoint(
+        slo_p99_s=0.100, load_mode=LoadMode.CONCURRENCY, feasible=True, load=4,
+        throughput=served, p50_s=higher.p50_s, p99_s=higher.p99_s, p99_deviation=0.05,
+        throughput_deviation=0.03, avg_batch_size=2.0, levels=[first, higher],
+    )  # fmt: skip
+    return TrialResult(number, params, {}, point, "", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("latency_ms", "batch"),
+    [(36, 1), (20, 2), (13, 2), (12, 4), (2, 4)],  # 2 x batch x latency within the 100 ms SLO
+)
+def test_the_small_batches_leave_room_for_a_request_to_wait_for_one_batch(latency_ms, batch):
+    """MiniLM on a core without int8 dot products: one request alone took 36 ms on 2 x 1, and
+    batches of 4 there missed a 100 ms p99 (a request waits for the batch running, then runs
+    in the next one); 2 x 1 without batching served most."""
+    first = FirstTrials.of(cpu_space(2))
+    served = {"int8_dynamic": 80.0}  # the best precision
+    results = [
+        alone(i, p, latency_ms / 1e3, served.get(p["precision"], 40.0))
+        for i, p in enumerate(first.step_one())
+    ] + [alone(4, p, latency_ms / 1e3) for p in first.step_two("int8_dynamic")]
+    small = first.step_three("int8_dynamic", results)
+    assert [(p["instance_count"], p["intra_op_thread_count"]) for p in small] == [(2, 1), (1, 2)]
+    for p in small:
+        assert p["max_batch_size"] == batch and p["dynamic_batching"] is (batch > 1)
+        assert ("max_queue_delay" in p) is (batch > 1)
+    taken = [r.params for r in results]
+    assert first.next_point(results, taken) == small[0]
+
+
+def test_without_a_figure_at_one_request_in_flight_the_small_batches_are_4():
+    measured = alone(0, {}, 0.036)
+    assert small_batch(measured) == 1
+    assert small_batch(None) == SMALL_BATCH == 4
+    assert measured.operating_point is not None
+    from_two = replace(measured.operating_point, levels=measured.operating_point.levels[1:])
+    assert small_batch(replace(measured, operating_point=from_two)) == 4  # the ramp began at 4
+    rate = replace(measured.operating_point, load_mode=LoadMode.RATE)
+    assert small_batch(replace(measured, operating_point=rate)) == 4  # an open loop's rates
 
 
 def test_a_space_without_batch_sizes_measures_nothing_twice():

@@ -16,12 +16,16 @@ queue delay, batches up to 16, the graph fully optimized):
 1. every accepted precision at the balanced compute setting (instances about the square root of
    the cores, the threads the rest);
 2. every other compute setting, at the precision that served most in step 1;
-3. the two settings with the most instances again, at that precision with **small batches** (up
-   to 4). Which split of the cores wins depends on the batch size the SLO leaves room for: an
-   instance with one thread takes twice as long over a batch as one with two, so under a
-   latency SLO it wins with small batches. On MiniLM (p99 <= 100 ms, 2 cores) the best
-   configs were 2 x 1 with batches of 2-4; 1 x 2 with batches of 16-32 reached 88-90 % of
-   them, and TPE, started from 1 x 2 winning at 16, rarely went back.
+3. the two settings with the most instances again, at that precision with **small batches**:
+   up to 4, or fewer where the SLO leaves less room (:func:`small_batch`). Which split of the
+   cores wins depends on the batch size the SLO leaves room for: an instance with one thread
+   takes twice as long over a batch as one with two, so under a latency SLO it wins with small
+   batches. On MiniLM (p99 <= 100 ms, 2 cores) the best configs were 2 x 1 with batches of 2-4
+   on a host with int8 dot products; 1 x 2 with batches of 16-32 reached 88-90 % of them, and
+   TPE, started from 1 x 2 winning at 16, rarely went back. On a host without them (a request
+   took 36 ms on one thread) 2 x 1 with batches of 4 missed the SLO at 4 requests in flight
+   (Triton's batcher gave all four to one instance while the other idled: p99 151 ms), and
+   the best configs were 2 x 1 with batches of 2 or none (80 sentences/s, 1 x 2's best 71).
 
 That is P + S - 1 + min(S, 2) trials (7 for MiniLM's four precisions on two cores), fewer
 where a point repeats an earlier one (a space without batching). With a smaller budget,
@@ -47,6 +51,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from tritontune.measure.loadgen import LoadMode
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import Dimension, IntRange, SearchSpace
 from tritontune.study.handle import TuningStudy
@@ -64,8 +69,8 @@ SENSIBLE_KNOBS: dict[str, Any] = {
     "tensorrt_precision": "FP16",
 }
 
-#: Step 3's change to :data:`SENSIBLE_KNOBS`: small batches.
-SMALL_BATCHES: dict[str, Any] = {"max_batch_size": 4}
+#: Step 3's batches at most (:func:`small_batch` makes them smaller where the SLO needs it).
+SMALL_BATCH = 4
 
 #: How many compute settings step 3 measures again with small batches (those with the most
 #: instances: the fewest threads each).
@@ -108,6 +113,26 @@ def values_of(dimension: Dimension) -> list[Any]:
     if isinstance(dimension, IntRange):
         return list(range(dimension.low, dimension.high + 1))
     return list(dimension.values)
+
+
+def small_batch(measured: TrialResult | None) -> int:
+    """Step 3's batch size for a compute setting, from ``measured`` (its step-1 or step-2 trial):
+    the largest power of two up to :data:`SMALL_BATCH` whose batch, at the setting's latency for
+    one request alone (the p50 at concurrency 1), runs twice within the p99 SLO. A request may
+    wait for the batch its instance is running, then run in the next one; a batch takes at most
+    as long as its requests one after another, so this bounds the p99 from above. 1: no batching.
+    :data:`SMALL_BATCH` where nothing says otherwise (no figure at concurrency 1: an open-loop
+    search or a traffic mix)."""
+    point = measured.operating_point if measured is not None else None
+    if point is None or point.load_mode != LoadMode.CONCURRENCY or not point.levels:
+        return SMALL_BATCH
+    lowest = min(point.levels, key=lambda level: level.load)
+    if lowest.load != 1 or lowest.p50_s <= 0:
+        return SMALL_BATCH
+    batch = SMALL_BATCH
+    while batch > 1 and 2 * batch * lowest.p50_s > point.slo_p99_s:
+        batch //= 2
+    return batch
 
 
 def compute_settings(space: SearchSpace) -> list[dict[str, int]]:
@@ -198,14 +223,20 @@ class FirstTrials:
         """Every other compute setting at ``precision``."""
         return [self.point(s, precision) for s in self.settings[1:]]
 
-    def step_three(self, precision: str | None) -> list[dict[str, Any]]:
-        """The settings with the most instances again at ``precision``, with small batches; a
-        point that step 1 or 2 already has is left out (a space without batch sizes)."""
+    def step_three(
+        self, precision: str | None, results: Sequence[TrialResult] = ()
+    ) -> list[dict[str, Any]]:
+        """The settings with the most instances again at ``precision``, with small batches
+        (each setting's :func:`small_batch`, from its trial among ``results``); a point that
+        step 1 or 2 already has is left out (a space without batch sizes)."""
         most_instances = sorted(self.settings, key=lambda s: -s.get("instance_count", 0))
-        knobs = {**SENSIBLE_KNOBS, **SMALL_BATCHES}
         earlier = [*self.step_one(), *self.step_two(precision)]
         points: list[dict[str, Any]] = []
         for setting in most_instances[:SMALL_BATCH_SETTINGS]:
+            sensible = self.point(setting, precision)
+            measured = next((r for r in results if _has(r.params, sensible)), None)
+            batch = small_batch(measured)
+            knobs = {**SENSIBLE_KNOBS, "max_batch_size": batch, "dynamic_batching": batch > 1}
             point = self.point(setting, precision, knobs)
             if point not in earlier and point not in points:
                 points.append(point)
@@ -232,7 +263,10 @@ class FirstTrials:
         small = self.step_three(precision)
         if small:
             again = ", ".join(setting(self._setting_of(p)) for p in small)
-            text += f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
+            text += (
+                f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
+                " (fewer if one request's latency leaves less room under the SLO)"
+            )
         if not self.refines():
             return text  # the trials after are the sampler's own, knobs kept or not
         return text + f"; then {REFINE_TRIALS} refining the best one's scheduler knobs"
@@ -257,7 +291,7 @@ class FirstTrials:
             if not any(_has(t, point) for t in taken):
                 return point
         best = self.best_precision(results, first)
-        for point in [*self.step_two(best), *self.step_three(best)]:
+        for point in [*self.step_two(best), *self.step_three(best, results)]:
             if not any(_has(t, point) for t in taken):
                 return point
         return None
