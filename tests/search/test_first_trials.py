@@ -73,7 +73,8 @@ def test_every_first_point_is_one_whole_config_with_sensible_knobs():
         assert p["dynamic_batching"] is True and p["max_batch_size"] == 16
         assert p["max_queue_delay"] == 1000 and p["preferred_batch_size"] == "none"
         assert p["graph_optimization"] == "all" and p["inter_op_thread_count"] == 1
-    assert first.count() == 7  # four precisions, the other split, both splits with small batches
+    # four precisions, the other split, both splits with small batches, two other graph levels
+    assert first.count() == 9
 
 
 def test_the_splits_with_the_most_instances_are_measured_again_with_small_batches():
@@ -175,7 +176,35 @@ def test_precisions_first_then_the_other_settings_at_the_best_precision():
         proposed = first.next_point(results, taken)
         assert proposed == expected and proposed["max_batch_size"] == 4
         taken.append(proposed)
+    for expected in first.step_four(results):  # the best one (int8_dynamic) at other levels
+        proposed = first.next_point(results, taken)
+        assert proposed == {**step_one[2], "graph_optimization": expected["graph_optimization"]}
+        taken.append(proposed)
+    assert len(taken) == first.count()
     assert first.next_point(results, taken) is None  # TPE's turn
+
+
+def test_the_best_of_the_first_steps_is_measured_at_each_other_graph_level():
+    """The graph level's effect carries over to the other knobs: measured once per level, at the
+    best config of steps 1-3, whatever a step-4 trial then serves."""
+    first = FirstTrials.of(cpu_space(2))
+    assert first.step_four([]) == []  # nothing measured yet
+    served = {"int8_dynamic": 80.0}
+    results = [
+        alone(i, p, 0.036, served.get(p["precision"], 40.0)) for i, p in enumerate(first.step_one())
+    ]
+    results.append(alone(4, first.step_two("int8_dynamic")[0], 0.036, 70.0))
+    small = first.step_three("int8_dynamic", results)
+    results += [alone(5 + i, p, 0.036, 90.0 - i) for i, p in enumerate(small)]
+    levels = first.step_four(results)
+    assert levels == [{**small[0], "graph_optimization": g} for g in ("extended", "basic")]
+    assert "max_queue_delay" not in levels[0]  # the best was measured without batching
+    results.append(alone(7, levels[0], 0.030, 120.0))  # a level serving more asks for no more
+    assert first.step_four(results) == levels
+    assert "then the best of them at each other graph level (all, extended, basic)" in (first.describe())
+    one_level = FirstTrials.of(cpu_space(2).replace("graph_optimization", Choice(("all",))))
+    assert one_level.step_four(results) == [] and one_level.count() == 7
+    assert "graph level" not in one_level.describe()
 
 
 def test_a_point_another_worker_is_measuring_is_left_to_it():

@@ -26,10 +26,16 @@ queue delay, batches up to 16, the graph fully optimized):
    took 36 ms on one thread) 2 x 1 with batches of 4 missed the SLO at 4 requests in flight
    (Triton's batcher gave all four to one instance while the other idled: p99 151 ms), and
    the best configs were 2 x 1 with batches of 2 or none (80 sentences/s, 1 x 2's best 71).
+4. the best config of steps 1-3 at each other **graph optimization level** of onnxruntime. Its
+   effect is a ratio of the config's speed that carries over to the other knobs (it shares no
+   core with them), so one measurement of each level is enough, and TPE need not find it by
+   chance: on MiniLM without int8 dot products the three searches' winners differed only in
+   it (basic > all > extended, 3-4 % apart in interleaved rounds), each level met by chance.
 
-That is P + S - 1 + min(S, 2) trials (7 for MiniLM's four precisions on two cores), fewer
-where a point repeats an earlier one (a space without batching). With a smaller budget,
-step 1 comes first: no default search ends without having measured each accepted precision.
+That is P + S - 1 + min(S, 2) + G - 1 trials (9 for MiniLM's four precisions and three graph
+levels on two cores), fewer where a point repeats an earlier one (a space without batching).
+With a smaller budget, step 1 comes first: no default search ends without having measured each
+accepted precision.
 
 Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision and compute
 setting kept, TPE chooses the scheduler's knobs (each trial from the best then). Left to
@@ -75,6 +81,9 @@ SMALL_BATCH = 4
 #: How many compute settings step 3 measures again with small batches (those with the most
 #: instances: the fewest threads each).
 SMALL_BATCH_SETTINGS = 2
+
+#: The knob step 4 measures at each of its values, at the best config of steps 1-3.
+GRAPH_LEVEL = "graph_optimization"
 
 #: Trials after the first ones that keep the best config's execution (below) and let TPE
 #: choose the rest.
@@ -242,9 +251,37 @@ class FirstTrials:
                 points.append(point)
         return points
 
+    def step_four(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
+        """The best measured config of steps 1-3 (met its objective first) at each other graph
+        optimization level; none while none of them is measured, or where the space has one
+        level. Only steps 1-3 are looked at: a step-4 trial that serves more asks for no more."""
+        earlier = self._steps_one_to_three(results)
+        measured = [
+            (r.feasible, r.value, i)
+            for r in results
+            if r.operating_point is not None or r.capacity is not None
+            for i, point in enumerate(earlier)
+            if _has(r.params, point)
+        ]
+        levels = self._graph_levels()
+        if not measured or len(levels) < 2:
+            return []
+        best = earlier[max(measured, key=lambda m: (m[0], m[1], -m[2]))[2]]
+        return [{**best, GRAPH_LEVEL: level} for level in levels if level != best.get(GRAPH_LEVEL)]
+
+    def _steps_one_to_three(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
+        first = self.step_one()
+        best = self.best_precision(results, first)
+        return [*first, *self.step_two(best), *self.step_three(best, results)]
+
+    def _graph_levels(self) -> list[Any]:
+        dimension = self.space.dimensions.get(GRAPH_LEVEL)
+        return values_of(dimension) if dimension is not None else []
+
     def count(self) -> int:
         precision = self.precisions[0] if self.precisions else None
-        return len(self.step_one()) + len(self.settings) - 1 + len(self.step_three(precision))
+        steps = len(self.step_one()) + len(self.settings) - 1 + len(self.step_three(precision))
+        return steps + max(0, len(self._graph_levels()) - 1)
 
     def describe(self) -> str:
         """``5 first trials: fp32, fp16, ... at 2 instances x 1 thread, then 1 x 2 at the best``."""
@@ -267,6 +304,9 @@ class FirstTrials:
                 f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
                 " (fewer if one request's latency leaves less room under the SLO)"
             )
+        levels = self._graph_levels()
+        if len(levels) > 1:
+            text += f"; then the best of them at each other graph level ({', '.join(map(str, levels))})"
         if not self.refines():
             return text  # the trials after are the sampler's own, knobs kept or not
         return text + f"; then {REFINE_TRIALS} refining the best one's scheduler knobs"
@@ -286,12 +326,7 @@ class FirstTrials:
         """The first point not yet measured, failed or being measured; None once all are. A
         taken point is one of them when it has its knobs (a workload's points add the
         scheduler's, which the sampler chose)."""
-        first = self.step_one()
-        for point in first:
-            if not any(_has(t, point) for t in taken):
-                return point
-        best = self.best_precision(results, first)
-        for point in [*self.step_two(best), *self.step_three(best, results)]:
+        for point in [*self._steps_one_to_three(results), *self.step_four(results)]:
             if not any(_has(t, point) for t in taken):
                 return point
         return None
