@@ -199,9 +199,10 @@ def test_a_contender_over_the_slo_steps_down_until_it_holds():
     paired = sorted(set(mine) & set(theirs))
     assert paired == [4, 5, 6]  # the second stage's (its extra round had no baseline)
     assert one.gain == Interval.of([mine[k] / theirs[k] - 1 for k in paired])
-    # trials 1 and 2 shared no round: their order is told in extra rounds of the two
-    assert session.order[15:] == [2, 1] * result.extra_rounds and result.extra_rounds == 1
-    assert result.tied == (2, 1) and result.entry(1).versus_winner.rounds == 1
+    # trials 1 and 2 shared no round: their order is told in extra rounds of the two, three of
+    # them (one or two paired rounds decide nothing: their min-max rarely holds the median)
+    assert session.order[15:] == [2, 1] * result.extra_rounds and result.extra_rounds == 3
+    assert result.tied == (2, 1) and result.entry(1).versus_winner.rounds == 3
 
 
 def test_a_contender_that_never_holds_is_never_the_winner():

@@ -49,6 +49,18 @@ def test_uncertain_when_the_interval_holds_one_and_reaches_past_the_margin():
     assert none.order == Order.UNCERTAIN and none.rounds == 0 and none.median == 1.2
 
 
+def test_fewer_than_three_ratios_decide_nothing():
+    """The min-max of 1 or 2 ratios holds the median ratio 0 % or 50 % of the time: a playoff's
+    one shared extra round (x0.99) had declared a tie, which the simpler config then won."""
+    assert duet([0.99]).order == Order.UNCERTAIN
+    assert duet([1.3, 1.4]).order == Order.UNCERTAIN
+    assert duet([1.01, 0.99]).order == Order.UNCERTAIN
+    assert duet([1.01, 0.99, 1.0]).order == Order.WITHIN_MARGIN
+    one = {"simple": {7: 64.3, 4: 65.7, 5: 55.0, 6: 58.9}, "dear": {7: 63.6, 1: 73.0, 2: 71.4}}
+    verdict = decide(one, {"simple": (1.0,), "dear": (2.0,)})
+    assert verdict.leader == verdict.winner == "dear" and verdict.uncertain == ("simple",)
+
+
 def test_round_trip_and_text():
     d = duet([1.1, 0.95, 1.06])
     again = Duet.from_dict(d.to_dict())

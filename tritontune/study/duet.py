@@ -23,6 +23,11 @@ The statistics, kept simple on purpose (a playoff has 3 to 6 rounds):
     whichever config is on top): the two are as good as equal;
   - *ahead* / *behind*: the whole interval is above (below) 1, and not within margin;
   - *uncertain*: the interval holds 1 and reaches past the margin: more rounds could tell.
+    So is every interval of fewer than 3 ratios, whatever it holds: the min-max of 1 or 2
+    ratios covers the median ratio 0 % or 50 % of the time, short of :data:`COVERAGE`. A
+    playoff's contenders held at different stages share only its extra rounds, and one extra
+    round declared two MiniLM configs tied (x0.99, the simpler one then won by the tie-break)
+    though the one it made lose served 72-74 to the other's 55-66 in their own three rounds.
 
 :func:`decide` is the one rule both verdicts use: the **leader** is the config with the highest
 median; a config whose duet with the leader is *within margin* is tied with it, and among the
@@ -138,7 +143,9 @@ def duet(ratios: Sequence[float], margin: float = TIE_MARGIN, fallback: float = 
     if not ratios:
         return Duet(fallback, fallback, fallback, 0, Order.UNCERTAIN)
     low, high = sign_interval(ratios)
-    return Duet(float(statistics.median(ratios)), low, high, len(ratios), order_of(low, high, margin))
+    covered = _sign_coverage(len(ratios), 1) >= COVERAGE  # the min-max of 3 ratios or more
+    order = order_of(low, high, margin) if covered else Order.UNCERTAIN
+    return Duet(float(statistics.median(ratios)), low, high, len(ratios), order)
 
 
 def order_of(low: float, high: float, margin: float = TIE_MARGIN) -> Order:
