@@ -259,7 +259,7 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
         # they took 5 to 7 levels, the last ones client-bound): the export is checked at its
         # load, and a check must see dynamic batching removed there (at 32, 4,859 -> 1,793
         # infer/s here; at 8 only 2,434 -> 2,138 on a CI machine, inside the tolerance). The
-        # loose study's stop at 8, two levels each.
+        # loose study's ramps stop at 8, two levels each.
         for name, space, slo, trials, rounds, max_load in (
             (names.tight, tight, names.tight_slo_s, 3, 3, 32),
             (names.loose, loose, names.loose_slo_s, 1, 1, 8),

@@ -27,10 +27,11 @@ queue delay, batches up to 16, the graph fully optimized):
    (Triton's batcher gave all four to one instance while the other idled: p99 151 ms), and
    the best configs were 2 x 1 with batches of 2 or none (80 sentences/s, 1 x 2's best 71).
 4. the best config of steps 1-3 at each other **graph optimization level** of onnxruntime. Its
-   effect is a ratio of the config's speed that carries over to the other knobs (it shares no
-   core with them), so one measurement of each level is enough, and TPE need not find it by
-   chance: on MiniLM without int8 dot products the three searches' winners differed only in
-   it (basic > all > extended, 3-4 % apart in interleaved rounds), each level met by chance.
+   effect is a ratio of the config's speed that carries over to the other knobs (it changes
+   the graph each execution runs, not how the cores are shared), so one measurement of each
+   level is enough, and TPE need not find it by chance: on MiniLM without int8 dot products
+   the three searches' winners differed only in it (basic > all > extended, 3-4 % apart in
+   interleaved rounds), each level met by chance.
 
 That is P + S - 1 + min(S, 2) + G - 1 trials (9 for MiniLM's four precisions and three graph
 levels on two cores), fewer where a point repeats an earlier one (a space without batching).
@@ -255,18 +256,15 @@ class FirstTrials:
         """The best measured config of steps 1-3 (met its objective first) at each other graph
         optimization level; none while none of them is measured, or where the space has one
         level. Only steps 1-3 are looked at: a step-4 trial that serves more asks for no more."""
-        earlier = self._steps_one_to_three(results)
-        measured = [
-            (r.feasible, r.value, i)
-            for r in results
-            if r.operating_point is not None or r.capacity is not None
-            for i, point in enumerate(earlier)
-            if _has(r.params, point)
-        ]
+        return self._step_four(results, self._steps_one_to_three(results))
+
+    def _step_four(
+        self, results: Sequence[TrialResult], earlier: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        best = _best_measured(results, earlier)
         levels = self._graph_levels()
-        if not measured or len(levels) < 2:
+        if best is None or len(levels) < 2:
             return []
-        best = earlier[max(measured, key=lambda m: (m[0], m[1], -m[2]))[2]]
         return [{**best, GRAPH_LEVEL: level} for level in levels if level != best.get(GRAPH_LEVEL)]
 
     def _steps_one_to_three(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
@@ -326,7 +324,8 @@ class FirstTrials:
         """The first point not yet measured, failed or being measured; None once all are. A
         taken point is one of them when it has its knobs (a workload's points add the
         scheduler's, which the sampler chose)."""
-        for point in [*self._steps_one_to_three(results), *self.step_four(results)]:
+        earlier = self._steps_one_to_three(results)
+        for point in [*earlier, *self._step_four(results, earlier)]:
             if not any(_has(t, point) for t in taken):
                 return point
         return None
@@ -346,16 +345,27 @@ class FirstTrials:
     ) -> str | None:
         """The precision whose step-one trial served most (met its objective first: the SLO,
         or a workload's); the first precision while none of them is measured."""
-        measured = [
-            (r.feasible, r.value, point.get("precision"))
-            for r in results
-            if r.operating_point is not None or r.capacity is not None
-            for point in first
-            if _has(r.params, point)
-        ]
-        if not measured:
+        best = _best_measured(results, first)
+        if best is None:
             return self.precisions[0] if self.precisions else None
-        return max(measured, key=lambda m: (m[0], m[1]))[2]
+        return best.get("precision")
+
+
+def _best_measured(
+    results: Sequence[TrialResult], points: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The one of ``points`` whose measured trial served most (met its objective first: the
+    SLO, or a workload's); the first such trial on a tie; None while none of them is measured."""
+    measured = [
+        (r.feasible, r.value, point)
+        for r in results
+        if r.operating_point is not None or r.capacity is not None
+        for point in points
+        if _has(r.params, point)
+    ]
+    if not measured:
+        return None
+    return max(measured, key=lambda m: (m[0], m[1]))[2]
 
 
 def _has(taken: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
