@@ -137,6 +137,38 @@ def test_reproposals_are_told_again_not_measured(source):
     assert result.stop_reason == "every one of the space's 3 configs was tried"
 
 
+def test_a_config_differing_only_in_a_knob_that_changes_nothing_is_measured_once(source):
+    """Without the dynamic batcher, batch sizes 4, 8 and 16 are one config (``effective_point``):
+    it is measured once, and the other two points are told its result."""
+    space = SearchSpace(
+        {
+            "max_batch_size": Choice((4, 8, 16)),
+            "dynamic_batching": Choice((False, True)),
+            "max_queue_delay": Choice((100,)),
+            "preferred_batch_size": Choice(("none",)),
+        }
+    )
+    session = FakeSession(source)
+    no_playoff = PlayoffSettings(top=0)
+    result = run_search(
+        session,
+        space,
+        settings(trials=10, sampler=optuna.samplers.RandomSampler(1), playoff=no_playoff),
+    )
+    record = result.study
+    counted = [t for t in record.trials if t.counted]
+    assert len(counted) == 4  # batching off once, and on at each of the 3 sizes
+    assert len(session.loads) == 1 + 4  # the baseline, then each config once
+    assert sum(t.knobs.get("dynamic_batching") is False for t in counted) == 1
+    copies = [t for t in record.trials if t.duplicate_of is not None]
+    unbatched = [c for c in copies if c.params["dynamic_batching"] is False]
+    assert {c.params["max_batch_size"] for c in unbatched} | {
+        t.params["max_batch_size"] for t in counted if t.params["dynamic_batching"] is False
+    } == {4, 8, 16}  # the sampler did propose the other sizes
+    for copy in unbatched:
+        assert copy.throughput == record.trials[copy.duplicate_of].throughput
+
+
 def test_ctrl_c_marks_the_trial_interrupted_and_the_resume_measures_it_first(source):
     storage = optuna.storages.InMemoryStorage()
     session = FakeSession(source)

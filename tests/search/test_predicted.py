@@ -26,8 +26,9 @@ from tritontune.search.grid import all_points
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.predicted import Strategy, choose_next, missed_setting
-from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.space import Choice, SearchSpace, effective_point
 from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_model, what_if
+from tritontune.study.coordination import point_key
 from tritontune.study.figures import OperatingPoint
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
@@ -306,6 +307,12 @@ def test_a_miss_corrects_the_settings_sharing_its_cores_and_waits_for_another_se
     assert choice is not None and choice[0].setting == alone
     choice = choose_next(ranking, Corrections(), set(), 0)
     assert choice is not None and choice[0].setting == int8
+    # a config measured already, but for a batch size that changes nothing without the batcher
+    twin = {"max_batch_size": 4, "dynamic_batching": False, "s": int8}
+    larger = Predicted({**twin, "max_batch_size": 64}, int8, 4, 500, 0.01, Derivation.MEASURED)
+    unbatched = Ranking([larger, predicted(alone, 150, 4)], 2, 2, 0.0)
+    choice = choose_next(unbatched, Corrections(), {point_key(effective_point(twin))}, 0)
+    assert choice is not None and choice[0].setting == alone
     only = Ranking([predicted(int8, 500, 16)], 1, 1, 0.0)  # nothing else open: proposed anyway
     choice = choose_next(only, Corrections(), set(), 0, missed=int8)
     assert choice is not None and choice[0].setting == int8

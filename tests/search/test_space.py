@@ -13,6 +13,7 @@ from tritontune.search.space import (
     SpaceSource,
     apply_space,
     default_space,
+    effective_point,
 )
 
 
@@ -68,6 +69,25 @@ def test_batching_knobs_only_when_batching_is_on():
     assert variant.max_queue_delay_us == 500
     none = space.to_variant({**point, "preferred_batch_size": "none"})
     assert none.preferred_batch_sizes == ()
+
+
+def test_a_max_batch_size_without_the_batcher_is_one_config():
+    """Triton's default scheduler runs each request as it came: without the dynamic batcher,
+    every size above 0 serves alike, and the search must measure that config once."""
+    off = {"max_batch_size": 1, "dynamic_batching": False, "instance_count": 2}
+    assert effective_point(off) == effective_point({**off, "max_batch_size": 128})
+    assert effective_point(off) != effective_point({**off, "instance_count": 1})
+    # with the batcher, the size bounds its batches; 0 means no batch dimension at all
+    on = {"max_batch_size": 8, "dynamic_batching": True, "max_queue_delay": 100}
+    assert effective_point(on) != effective_point({**on, "max_batch_size": 16})
+    assert effective_point({**off, "max_batch_size": 0}) != effective_point(off)
+    # a pipeline's knobs, model by model: only the step without its batcher is made equal
+    steps = {"a/max_batch_size": 4, "a/dynamic_batching": False, "b/max_batch_size": 4,
+             "b/dynamic_batching": True, "b/max_queue_delay": 100}  # fmt: skip
+    same = effective_point({**steps, "a/max_batch_size": 32})
+    assert same == effective_point(steps)
+    assert effective_point({**steps, "b/max_batch_size": 32}) != effective_point(steps)
+    assert effective_point(off) is not off and off["max_batch_size"] == 1  # a copy, not a change
 
 
 def test_fixed_dimensions_are_not_asked_for():

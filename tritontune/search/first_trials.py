@@ -60,7 +60,7 @@ from optuna.trial import FrozenTrial
 
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.sampler import ProposingSampler, propose_first
-from tritontune.search.space import Dimension, IntRange, SearchSpace
+from tritontune.search.space import Dimension, IntRange, SearchSpace, effective_point
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 
@@ -394,7 +394,11 @@ class FirstTrialsSampler(ProposingSampler):
         point = self.first.next_point(results, taken)
         if point is not None:
             return point
-        if len(taken) < self.first.count() + REFINE_TRIALS:
+        # configs, not trials: a re-proposal told a known config's result is no refining trial;
+        # but a refinement whose knobs allow fewer configs hands over after 4x the proposals
+        first = self.first.count()
+        configs = len(snapshot.taken(effective_point))
+        if configs < first + REFINE_TRIALS and len(taken) < first + 4 * REFINE_TRIALS:
             return self.first.refinement(results)
         self._done = True
         return None

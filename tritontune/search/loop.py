@@ -5,9 +5,10 @@ so every kind gets every guarantee:
 
 - **budget**: ``--trials`` (the study's counted trials, every worker's), ``--timeout``, an
   exhausted space, or a sampler that keeps proposing known configs (:class:`Budget`);
-- **dedupe**: a re-proposed config is told its earlier result again, not measured; a config
-  another worker is measuring is left to it; a trial started after other workers filled the
-  budget is not measured;
+- **dedupe**: a re-proposed config (or one that differs only in knobs that change nothing, see
+  :func:`~tritontune.search.space.effective_point`) is told its earlier result again, not
+  measured; a config another worker is measuring is left to it; a trial started after other
+  workers filled the budget is not measured;
 - **workers**: each running trial names its worker and sends heartbeats; trials whose worker is
   gone are failed and their configs queued again; a worker with nothing left to start waits for
   the others' running trials;
@@ -32,7 +33,7 @@ from tritontune.config.pipeline import configs_to_text, describe_configs
 from tritontune.errors import ConfigError
 from tritontune.hostinfo import WorkerId, this_worker
 from tritontune.search.objective import Objective
-from tritontune.search.space import DIMENSIONS
+from tritontune.search.space import DIMENSIONS, effective_point
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
 from tritontune.study.coordination import HEARTBEAT_INTERVAL_S
@@ -155,7 +156,7 @@ def optimize(
         point = objective.suggest(trial)
         study.save_point(trial, point, DIMENSIONS)
         now = study.snapshot()  # after the point is saved: see _twin in coordination
-        twin = now.twin(trial.number, point)
+        twin = now.twin(trial.number, point, effective_point)  # one config, one measurement
         if twin is not None:
             if twin.running:
                 study.tell_deferred(trial, twin.number)  # another worker is measuring it

@@ -61,7 +61,7 @@ from tritontune.search.grid import (
 )
 from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.sampler import ProposingSampler, propose_first
-from tritontune.search.space import SearchSpace
+from tritontune.search.space import SearchSpace, effective_point
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
 from tritontune.study.coordination import PointKey, point_key
@@ -112,8 +112,10 @@ def choose_next(
     (:meth:`Corrections.novelty`), from which every :data:`EXPLORE_EVERY`-th proposal comes."""
 
     def open_of(candidates: Ranking | None) -> list[Predicted]:
-        found = (
-            [p for p in candidates.predicted if point_key(p.point) not in taken] if candidates else []
+        found = (  # taken: effective points (a config measured at another batch size is known)
+            [p for p in candidates.predicted if point_key(effective_point(p.point)) not in taken]
+            if candidates
+            else []
         )
         if missed is not None and any(p.setting != missed for p in found):
             found = [p for p in found if p.setting != missed]
@@ -145,7 +147,7 @@ class PredictedSampler(ProposingSampler):
 
     def propose(self, study: optuna.Study, trial: FrozenTrial) -> Mapping[str, Any] | None:
         handle = TuningStudy.of(study)
-        taken = handle.snapshot().taken()
+        taken = handle.snapshot().taken(effective_point)
         results = handle.read().results
         corrections = corrections_of(results)
         ranked = self._ranked()

@@ -156,6 +156,33 @@ DIMENSIONS: dict[str, str] = {
 }
 
 
+#: What :func:`effective_point` puts for a ``max_batch_size`` that changes nothing.
+ANY_BATCH_SIZE = "any"
+
+
+def effective_point(point: Mapping[str, Any]) -> dict[str, Any]:
+    """``point`` with the knobs that change nothing in the config it stands for made equal, so
+    that two points of one config are measured once (the loop's and the prediction's "known
+    config" checks compare these).
+
+    That knob is ``max_batch_size`` above 0 while the dynamic batcher is off: Triton's default
+    scheduler then runs each request as it came, so every size that admits the requests serves
+    the same (the space holds no size smaller than the requests' batch). On MiniLM every search
+    spent one or two of its 12 trials on such a twin of its best config (trial 9: the
+    best's ``max_batch_size`` 1 as 128), and their single measurements differed by up to 25 %.
+    A size of 0 (no batch dimension) stays apart. A pipeline's or group's knobs (``MODEL/...``)
+    are taken model by model. The batching knobs themselves are absent when batching is off
+    (:meth:`SearchSpace.suggest`)."""
+    out = dict(point)
+    for name, value in point.items():
+        if name.rpartition("/")[2] != "dynamic_batching" or value is not False:
+            continue
+        size = name.removesuffix("dynamic_batching") + "max_batch_size"
+        if isinstance(out.get(size), int) and out[size] > 0:
+            out[size] = ANY_BATCH_SIZE
+    return out
+
+
 #: On a CPU host, the default space leaves out configs whose instances x intra-op threads ask
 #: more than this many threads per core: they time-slice the cores, and onnxruntime's spinning
 #: threads make that slower than either knob alone (a space file's ``max_threads`` puts them back).

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -167,10 +167,11 @@ class Snapshot:
     def running(self) -> int:
         return sum(1 for t in self.trials if t.state == TrialState.RUNNING)
 
-    def taken(self) -> set[PointKey]:
-        """The points of every trial measured, failed or being measured: a strategy that
-        proposes configs itself never proposes these again."""
-        return {point_key(point) for point in self.taken_points()}
+    def taken(self, effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict) -> set[PointKey]:
+        """The points of every trial measured, failed or being measured (each as ``effective``
+        makes it, see :meth:`twin`): a strategy that proposes configs itself never proposes
+        these again."""
+        return {point_key(effective(point)) for point in self.taken_points()}
 
     def taken_points(self) -> list[dict[str, Any]]:
         """The points themselves of :meth:`taken` (a proposer matching some knobs only)."""
@@ -180,16 +181,24 @@ class Snapshot:
             if TrialKey.POINT in t.user_attrs and t.state != TrialState.WAITING
         ]
 
-    def twin(self, number: int, point: Mapping[str, Any]) -> Twin | None:
-        """Another trial than ``number`` with the same config, finished or running.
+    def twin(
+        self,
+        number: int,
+        point: Mapping[str, Any],
+        effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict,
+    ) -> Twin | None:
+        """Another trial than ``number`` with the same config, finished or running: the same
+        point once ``effective`` (the search's rule) made the knobs that change nothing equal.
 
         Take the snapshot after the point was saved: of two workers that draw the same config at
         once, at least one then sees the other's; a finished twin's result is told again, a
         running twin's config is left to it (both leaving it is harmless; both measuring it is
         what this prevents)."""
-        key = point_key(point)
+        key = point_key(effective(point))
         for other in self.trials:
-            if other.number == number or point_key(other.user_attrs.get(TrialKey.POINT, {})) != key:
+            if other.number == number:
+                continue
+            if point_key(effective(other.user_attrs.get(TrialKey.POINT, {}))) != key:
                 continue
             if other.state == TrialState.RUNNING:
                 return Twin(other.number, running=True)
