@@ -69,10 +69,13 @@ def contender(
     return Contender(trial, variant, load, screening, simplicity)
 
 
-def play(session: ScriptedSession, contenders: list[Contender], rounds: int = 3) -> PlayoffResult:
+def play(
+    session: ScriptedSession, contenders: list[Contender], rounds: int = 3, extra: int = 3
+) -> PlayoffResult:
     from tritontune.search.playoff import PlayoffSettings
 
-    return run_playoff(session, contenders, SLO, LoadMode.CONCURRENCY, PlayoffSettings(rounds=rounds))
+    settings = PlayoffSettings(rounds=rounds, extra_rounds=extra)
+    return run_playoff(session, contenders, SLO, LoadMode.CONCURRENCY, settings)
 
 
 def steady(table: dict[int | None, float], p99: float = 0.02) -> Script:
@@ -154,6 +157,15 @@ def test_an_uncertain_order_gets_extra_rounds_then_the_higher_median_wins():
     assert one.versus_winner.order == Order.UNCERTAIN and one.versus_winner.rounds == 6
     assert any("trial 1 against trial 2" in n and "uncertain" in n for n in result.notes)
     assert one.gain == Interval(1.0, 1.0, 1.0)  # against the baseline of the stage's rounds only
+
+
+def test_no_extra_rounds_when_the_settings_allow_none():
+    figures = {1: [1000] * 3, 2: [1100, 950, 1060], None: [500] * 3}
+    session = scripted(figures)
+    contenders = [contender(1, simplicity=SIMPLE), contender(2, simplicity=DEAR), contender(None)]
+    result = play(session, contenders, extra=0)
+    assert result.extra_rounds == 0 and session.order == [1, 2, None] * 3
+    assert result.winner == 2 and result.uncertain == (1,)  # the higher median, said uncertain
 
 
 def test_extra_rounds_stop_once_the_order_is_told():

@@ -20,8 +20,9 @@ The top candidates (default 3) and the baseline are measured again in interleave
   1, else *uncertain*.
 - While the leader's order against some contenders is uncertain, the leader and just those are
   measured in more interleaved rounds (one at a time, at their held loads, without the
-  baseline), at most :data:`MAX_EXTRA_ROUNDS`; the medians and duets then count every round.
-  The extra rounds refine the order, not the hold, which the stage's rounds decided.
+  baseline), at most :data:`MAX_EXTRA_ROUNDS` (:attr:`PlayoffSettings.extra_rounds`); the
+  medians and duets then count every round. The extra rounds refine the order, not the hold,
+  which the stage's rounds decided.
 - Contenders within margin of the leader are *tied* with it, and a tie goes to the simplest,
   cheapest config (fewer instances, then smaller batches, then a shorter queue delay). Against
   any other contender the higher median wins, also when the order is still uncertain after the
@@ -83,6 +84,10 @@ class PlayoffSettings:
     rounds: int = PLAYOFF_ROUNDS
     measure: MeasureSettings | None = None
     """Measurement settings of each round (the search's by default)."""
+    extra_rounds: int = MAX_EXTRA_ROUNDS
+    """Rounds after the stages, at most, while an order is uncertain (0: none; the higher
+    median wins and the result says the order was uncertain). A caller that only needs a
+    winner, not the right one (a test of what follows the playoff), saves them."""
 
 
 def held(rounds: Sequence[RoundFigure], slo_p99_s: float) -> bool:
@@ -183,7 +188,7 @@ def run_playoff(
     by_trial = {c.trial: c for c in contenders}
     verdict = pick_winner(list(final.values()), simplicity)
     extra = 0
-    while verdict.uncertain and extra < MAX_EXTRA_ROUNDS:
+    while verdict.uncertain and extra < settings.extra_rounds:
         extra += 1
         members = [by_trial[t] for t in (verdict.leader, *verdict.uncertain)]
         # reported as more rounds of the last stage
