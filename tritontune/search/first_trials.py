@@ -40,13 +40,12 @@ accepted precision.
 
 Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision, compute
 setting and graph level kept and the dynamic batcher on, TPE chooses the batcher's knobs (each
-trial from the best then). Left to
-itself, TPE spent four of the five trials after the first ones on MiniLM far from the best
-(1 x 1 threads, 2 x 2 with two inter-op threads each, INT8 static: 57-75 sentences/s against
-the best's 120). TPE takes over the whole space after them, with every trial as its start. The
-proposals are made from what the study holds (:class:`FirstTrialsSampler`), so a resumed search or
-another worker of a shared study goes on where the study is: a point measured, failed or being
-measured is never proposed again.
+trial from the best then). Left to itself, TPE spent four of the five trials after the first
+ones on MiniLM far from the best (1 x 1 threads, 2 x 2 with two inter-op threads each, INT8
+static: 57-75 sentences/s against the best's 120). TPE takes over the whole space after them,
+with every trial as its start. The proposals are made from what the study holds
+(:class:`FirstTrialsSampler`), so a resumed search or another worker of a shared study goes on
+where the study is: a point measured, failed or being measured is never proposed again.
 """
 
 from __future__ import annotations
