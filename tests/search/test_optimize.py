@@ -115,15 +115,20 @@ def test_a_refused_config_fails_without_a_restart(source):
     assert session.restarts == 0
 
 
+def searched_at_random(source: ModelSource, space: SearchSpace, seed: int):
+    """10 trials of ``space`` proposed by Optuna's random sampler, no playoff: the fake session
+    (what it loaded) and the result."""
+    session = FakeSession(source)
+    sampler = optuna.samplers.RandomSampler(seed)
+    result = run_search(
+        session, space, settings(trials=10, sampler=sampler, playoff=PlayoffSettings(top=0))
+    )
+    return session, result
+
+
 def test_reproposals_are_told_again_not_measured(source):
     space = SearchSpace({**SPACE.dimensions, "instance_count": Choice((1,))})
-    session = FakeSession(source)
-    no_playoff = PlayoffSettings(top=0)
-    result = run_search(
-        session,
-        space,
-        settings(trials=10, sampler=optuna.samplers.RandomSampler(0), playoff=no_playoff),
-    )
+    session, result = searched_at_random(source, space, seed=0)
     record = result.study
     counted = [t for t in record.trials if t.counted]
     copies = [t for t in record.trials if t.duplicate_of is not None]
@@ -148,13 +153,7 @@ def test_a_config_differing_only_in_a_knob_that_changes_nothing_is_measured_once
             "preferred_batch_size": Choice(("none",)),
         }
     )
-    session = FakeSession(source)
-    no_playoff = PlayoffSettings(top=0)
-    result = run_search(
-        session,
-        space,
-        settings(trials=10, sampler=optuna.samplers.RandomSampler(1), playoff=no_playoff),
-    )
+    session, result = searched_at_random(source, space, seed=1)
     record = result.study
     counted = [t for t in record.trials if t.counted]
     assert len(counted) == 4  # batching off once, and on at each of the 3 sizes
