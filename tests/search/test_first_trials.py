@@ -205,13 +205,6 @@ def test_the_best_of_the_first_steps_is_measured_at_each_other_graph_level():
     one_level = FirstTrials.of(cpu_space(2).replace("graph_optimization", Choice(("all",))))
     assert one_level.step_four(results) == [] and one_level.count() == 7
     assert "graph level" not in one_level.describe()
-    # the refining trials keep the best's execution and graph level, and batch: without the
-    # batcher, those knobs leave one config, the best itself here (measured)
-    refining = first.refinement(results)
-    assert refining is not None and levels[0]["dynamic_batching"] is False
-    kept = ("precision", "instance_count", "intra_op_thread_count", "graph_optimization")
-    assert {k: refining[k] for k in kept} == {k: levels[0][k] for k in kept}
-    assert refining["dynamic_batching"] is True and "max_batch_size" not in refining
 
 
 def test_a_point_another_worker_is_measuring_is_left_to_it():

@@ -38,12 +38,14 @@ levels on two cores), fewer where a point repeats an earlier one (a space withou
 With a smaller budget, step 1 comes first: no default search ends without having measured each
 accepted precision.
 
-Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision, compute
-setting and graph level kept and the dynamic batcher on, TPE chooses the batcher's knobs (each
-trial from the best then). Left to itself, TPE spent four of the five trials after the first
-ones on MiniLM far from the best (1 x 1 threads, 2 x 2 with two inter-op threads each, INT8
-static: 57-75 sentences/s against the best's 120). TPE takes over the whole space after them,
-with every trial as its start. The proposals are made from what the study holds
+Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision and compute
+setting kept, TPE chooses the scheduler's knobs (each trial from the best then); a proposal of
+a config known already (the best without the batcher, at another ``max_batch_size``) is told
+its result and is no refining trial, and after 4x as many proposals TPE takes over anyway.
+Left to itself, TPE spent four of the five trials after the first ones on MiniLM far from the
+best (1 x 1 threads, 2 x 2 with two inter-op threads each, INT8 static: 57-75 sentences/s
+against the best's 120). TPE takes over the whole space after them, with every trial as its
+start. The proposals are made from what the study holds
 (:class:`FirstTrialsSampler`), so a resumed search or another worker of a shared study goes on
 where the study is: a point measured, failed or being measured is never proposed again.
 """
@@ -85,8 +87,6 @@ SMALL_BATCH_SETTINGS = 2
 
 #: The knob step 4 measures at each of its values, at the best config of steps 1-3.
 GRAPH_LEVEL = "graph_optimization"
-#: The knob a refining trial turns on (see :meth:`FirstTrials.refinement`).
-BATCHING = "dynamic_batching"
 
 #: Trials after the first ones that keep the best config's execution (below) and let TPE
 #: choose the rest.
@@ -333,23 +333,14 @@ class FirstTrials:
         return None
 
     def refinement(self, results: Sequence[TrialResult]) -> dict[str, Any] | None:
-        """The execution knobs and graph level of the best config measured (met its objective
-        first), with the dynamic batcher on where the space may turn it off, for a refining
-        trial; None while nothing is measured.
-
-        The batcher is on because with those knobs kept, the config without it is one config
-        whatever ``max_batch_size`` TPE draws (:func:`~tritontune.search.space.effective_point`),
-        measured already when it is the best: on MiniLM, where it was, TPE drew it again for 16
-        proposals in a row, each told the known result, and the refinement measured nothing."""
+        """The execution knobs of the best config measured (met its objective first), for a
+        refining trial; None while nothing is measured."""
         measured = [r for r in results if r.operating_point is not None or r.capacity is not None]
         if not measured:
             return None
         best = max(measured, key=lambda r: (r.feasible, r.value))
-        kept = {k: best.params[k] for k in (*EXECUTION_KNOBS, GRAPH_LEVEL) if k in best.params}
-        dims = self.space.dimensions
-        if BATCHING in dims and {True, False} <= set(values_of(dims[BATCHING])):
-            kept[BATCHING] = True
-        return {k: v for k, v in kept.items() if k in dims} or None
+        kept = {k: best.params[k] for k in EXECUTION_KNOBS if k in best.params}
+        return {k: v for k, v in kept.items() if k in self.space.dimensions} or None
 
     def best_precision(
         self, results: Sequence[TrialResult], first: Sequence[Mapping[str, Any]]
