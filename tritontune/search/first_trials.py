@@ -45,9 +45,9 @@ its result and is no refining trial, and after 4x as many proposals TPE takes ov
 Left to itself, TPE spent four of the five trials after the first ones on MiniLM far from the
 best (1 x 1 threads, 2 x 2 with two inter-op threads each, INT8 static: 57-75 sentences/s
 against the best's 120). TPE takes over the whole space after them, with every trial as its
-start. The proposals are made from what the study holds
-(:class:`FirstTrialsSampler`), so a resumed search or another worker of a shared study goes on
-where the study is: a point measured, failed or being measured is never proposed again.
+start. The proposals are made from what the study holds (:class:`FirstTrialsSampler`), so a
+resumed search or another worker of a shared study goes on where the study is: a point
+measured, failed or being measured is never proposed again.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from optuna.trial import FrozenTrial
 from tritontune.measure.loadgen import LoadMode
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import Dimension, IntRange, SearchSpace, effective_point
+from tritontune.study.coordination import point_key
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
 
@@ -399,7 +400,7 @@ class FirstTrialsSampler(ProposingSampler):
         # configs, not trials: a re-proposal told a known config's result is no refining trial;
         # but a refinement whose knobs allow fewer configs hands over after 4x the proposals
         first = self.first.count()
-        configs = len(snapshot.taken(effective_point))
+        configs = len({point_key(effective_point(p)) for p in taken})
         if configs < first + REFINE_TRIALS and len(taken) < first + 4 * REFINE_TRIALS:
             return self.first.refinement(results)
         self._done = True

@@ -41,6 +41,8 @@ HEARTBEAT_GRACE_S = 30
 CLAIM_TTL_S = 30 * 60
 
 PointKey = tuple[tuple[str, Any], ...]
+#: The search's rule for what of a point makes its config (the point itself by default).
+Effective = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
 def point_key(point: Mapping[str, Any]) -> PointKey:
@@ -167,7 +169,7 @@ class Snapshot:
     def running(self) -> int:
         return sum(1 for t in self.trials if t.state == TrialState.RUNNING)
 
-    def taken(self, effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict) -> set[PointKey]:
+    def taken(self, effective: Effective = dict) -> set[PointKey]:
         """The points of every trial measured, failed or being measured (each as ``effective``
         makes it, see :meth:`twin`): a strategy that proposes configs itself never proposes
         these again."""
@@ -185,7 +187,7 @@ class Snapshot:
         self,
         number: int,
         point: Mapping[str, Any],
-        effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict,
+        effective: Effective = dict,
     ) -> Twin | None:
         """Another trial than ``number`` with the same config, finished or running: the same
         point once ``effective`` (the search's rule) made the knobs that change nothing equal.
