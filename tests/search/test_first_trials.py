@@ -52,8 +52,11 @@ def splits(space: SearchSpace) -> list[tuple[int, int | None]]:
 
 
 def test_the_compute_settings_split_the_cores_the_balanced_one_first():
-    assert sorted(splits(cpu_space(2))) == [(1, 2), (2, 1)]
-    assert splits(cpu_space(16)) == [(4, 4), (8, 2), (2, 8), (1, 16), (16, 1)]
+    """Of two equally balanced splits, the fewer instances first: on MiniLM at p99 <= 100 ms,
+    2 x 1 with batches of 16 served FP32 and FP16 alike (27-29), 1 x 2 apart (58, 51)."""
+    assert splits(cpu_space(2)) == [(1, 2), (2, 1)]
+    assert splits(cpu_space(8)) == [(2, 4), (4, 2), (1, 8), (8, 1)]
+    assert splits(cpu_space(16)) == [(4, 4), (2, 8), (8, 2), (1, 16), (16, 1)]
     gpu = SearchSpace({"instance_kind": Choice(("gpu",)), "instance_count": IntRange(1, 4)})
     assert splits(gpu) == [(2, None), (1, None), (4, None)]
     assert compute_settings(SearchSpace({"max_batch_size": Choice((8, 16))})) == [{}]  # the model's own
@@ -113,7 +116,7 @@ def test_the_small_batches_leave_room_for_a_request_to_wait_for_one_batch(latenc
     results = [
         alone(i, p, latency_ms / 1e3, served.get(p["precision"], 40.0))
         for i, p in enumerate(first.step_one())
-    ] + [alone(4, p, latency_ms / 1e3) for p in first.step_two("int8_dynamic")]
+    ] + [alone(4, p, latency_ms / 1e3) for p in first.step_two(["int8_dynamic"])]
     small = first.step_three("int8_dynamic", results)
     assert [(p["instance_count"], p["intra_op_thread_count"]) for p in small] == [(2, 1), (1, 2)]
     for p in small:
@@ -184,6 +187,34 @@ def test_precisions_first_then_the_other_settings_at_the_best_precision():
     assert first.next_point(results, taken) is None  # TPE's turn
 
 
+def test_a_precision_within_the_noise_of_the_best_gets_the_other_settings_too():
+    """MiniLM on a busy minute: FP16 served 38 and INT8 dynamic 32 at one setting, and the
+    whole search went on in FP16 (half the best known). A figure within 25 % is measured again
+    at the other setting, and the precision serving most across both goes on."""
+    first = FirstTrials.of(cpu_space(2))
+    served = {"fp32": 28.0, "fp16": 38.0, "int8_dynamic": 32.0, "int8_static": 40.0}
+    missed = {"int8_static"}  # served most, but missed the SLO
+    results = [
+        result(i, p, served[p["precision"]], p["precision"] not in missed)
+        for i, p in enumerate(first.step_one())
+    ]
+    taken = [r.params for r in results]
+    second = [first.next_point(results, taken)]
+    taken.append(second[0])
+    second.append(first.next_point(results, taken))
+    taken.append(second[1])
+    assert [(p["instance_count"], p["precision"]) for p in second] == [
+        (2, "fp16"),
+        (2, "int8_dynamic"),  # 32 >= 0.75 x 38; FP32's 28 is not
+    ]
+    results += [result(4, second[0], 37.0), result(5, second[1], 60.0)]
+    small = first.next_point(results, taken)
+    assert small is not None and small["precision"] == "int8_dynamic"  # 60 across both
+    assert small == first.step_three("int8_dynamic", results)[0]
+    assert len(first.points(results)) == first.count() + 1 == 10
+    assert "(and at any within 25% of it)" in first.describe()
+
+
 def test_the_best_of_the_first_steps_is_measured_at_each_other_graph_level():
     """The graph level's effect carries over to the other knobs: measured once per level, at the
     best config of steps 1-3, whatever a step-4 trial then serves."""
@@ -193,7 +224,7 @@ def test_the_best_of_the_first_steps_is_measured_at_each_other_graph_level():
     results = [
         alone(i, p, 0.036, served.get(p["precision"], 40.0)) for i, p in enumerate(first.step_one())
     ]
-    results.append(alone(4, first.step_two("int8_dynamic")[0], 0.036, 70.0))
+    results.append(alone(4, first.step_two(["int8_dynamic"])[0], 0.036, 70.0))
     small = first.step_three("int8_dynamic", results)
     results += [alone(5 + i, p, 0.036, 90.0 - i) for i, p in enumerate(small)]
     levels = first.step_four(results)

@@ -44,6 +44,12 @@ MAX_ERROR_RATE = 0.01
 #: An open-loop level whose server completed less than this share of the offered rate fell behind
 #: its schedule: over capacity, however fast the replies it did send were.
 MIN_RATE_ACHIEVED = 0.90
+#: Two screening figures (a trial's: one short measurement per load level) this close, as a
+#: fraction of the higher one, may be in either order: this host's noise (±15 % between runs of
+#: one config, 2x on a busy minute; on MiniLM one trial served 17 at 1 request in flight and 38
+#: at 2, no window flagged disturbed). What is decided from single figures this close is
+#: measured again (the first trials, the playoff's contenders).
+SCREENING_NOISE = 0.25
 #: Past a window's length, how often the controller looks whether enough replies are in.
 WINDOW_POLL_S = 0.02
 

@@ -14,18 +14,26 @@ So the search's first trials are, with sensible scheduler knobs (dynamic batchin
 queue delay, batches up to 16, the graph fully optimized):
 
 1. every accepted precision at the balanced compute setting (instances about the square root of
-   the cores, the threads the rest);
-2. every other compute setting, at the precision that served most in step 1;
-3. the two settings with the most instances again, at that precision with **small batches**:
-   up to 4, or fewer where the SLO leaves less room (:func:`small_batch`). Which split of the
-   cores wins depends on the batch size the SLO leaves room for: an instance with one thread
-   takes twice as long over a batch as one with two, so under a latency SLO it wins with small
-   batches. On MiniLM (p99 <= 100 ms, 2 cores) the best configs were 2 x 1 with batches of 2-4
-   on a host with int8 dot products; 1 x 2 with batches of 16-32 reached 88-90 % of them, and
-   TPE, started from 1 x 2 winning at 16, rarely went back. On a host without them (a request
-   took 36 ms on one thread) 2 x 1 with batches of 4 missed the SLO at 4 requests in flight
-   (Triton's batcher gave all four to one instance while the other idled: p99 151 ms), and
-   the best configs were 2 x 1 with batches of 2 or none (80 sentences/s, 1 x 2's best 71).
+   the cores, the threads the rest; on a tie, as on 2 cores, the fewer instances: each request
+   runs on more threads, so its latency leaves more room under the SLO, and a precision's speed
+   shows in what it serves. On MiniLM at p99 <= 100 ms, 1 x 2 served 51-92 sentences/s across
+   the four precisions, 2 x 1 with the same knobs 27-82, FP32 and FP16 both at 27-29: on a
+   noisy minute, 2 x 1 put FP16 (38) above INT8 dynamic (32) and the whole search stayed in FP16);
+2. every other compute setting, at the precision that served most in step 1, and at each
+   precision whose step-1 figure was within ``SCREENING_NOISE`` (25 %,
+   :mod:`tritontune.measure.measurement`) of it: one measurement each on a noisy host is no
+   order between them, so each gets a second figure, measured at another time;
+3. the two settings with the most instances again, at the precision that served most in steps
+   1-2, with **small batches**: up to 4, or fewer where the SLO leaves less room
+   (:func:`small_batch`). Which split of the cores wins depends on the batch size the SLO leaves
+   room for: an instance with one thread takes twice as long over a batch as one with two, so
+   under a latency SLO it wins with small batches. On MiniLM (p99 <= 100 ms, 2 cores) the best
+   configs were 2 x 1 with batches of 2-4 on a host with int8 dot products; 1 x 2 with batches
+   of 16-32 reached 88-90 % of them, and TPE, started from 1 x 2 winning at 16, rarely went
+   back. On a host without them (a request took 36 ms on one thread) 2 x 1 with batches of 4
+   missed the SLO at 4 requests in flight (Triton's batcher gave all four to one instance while
+   the other idled: p99 151 ms), and the best configs were 2 x 1 with batches of 2 or none (80
+   sentences/s, 1 x 2's best 71).
 4. the best config of steps 1-3 at each other **graph optimization level** of onnxruntime. Its
    effect is a ratio of the config's speed that carries over to the other knobs (it changes
    the graph each execution runs, not how the cores are shared), so one measurement of each
@@ -34,7 +42,10 @@ queue delay, batches up to 16, the graph fully optimized):
    interleaved rounds), each level met by chance.
 
 That is P + S - 1 + min(S, 2) + G - 1 trials (9 for MiniLM's four precisions and three graph
-levels on two cores), fewer where a point repeats an earlier one (a space without batching).
+levels on two cores), S - 1 more for each close second precision of step 2, fewer where a point
+repeats an earlier one (a space without batching). Nor is step 4 decided by one figure each:
+where the best config at another level served within ``SCREENING_NOISE`` of the best, the
+playoff re-measures it beside the top configs (:func:`~tritontune.search.playoff.finalists`).
 With a smaller budget, step 1 comes first: no default search ends without having measured each
 accepted precision.
 
@@ -61,8 +72,9 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tritontune.measure.loadgen import LoadMode
+from tritontune.measure.measurement import SCREENING_NOISE
 from tritontune.search.sampler import ProposingSampler, propose_first
-from tritontune.search.space import Dimension, IntRange, SearchSpace, effective_point
+from tritontune.search.space import GRAPH_LEVEL, Dimension, IntRange, SearchSpace, effective_point
 from tritontune.study.coordination import point_key
 from tritontune.study.handle import TuningStudy
 from tritontune.study.records import TrialResult
@@ -85,9 +97,6 @@ SMALL_BATCH = 4
 #: How many compute settings step 3 measures again with small batches (those with the most
 #: instances: the fewest threads each).
 SMALL_BATCH_SETTINGS = 2
-
-#: The knob step 4 measures at each of its values, at the best config of steps 1-3.
-GRAPH_LEVEL = "graph_optimization"
 
 #: Trials after the first ones that keep the best config's execution (below) and let TPE
 #: choose the rest.
@@ -149,7 +158,8 @@ def small_batch(measured: TrialResult | None) -> int:
 
 
 def compute_settings(space: SearchSpace) -> list[dict[str, int]]:
-    """The distinct ways the space's configs use the host's compute, the balanced one first.
+    """The distinct ways the space's configs use the host's compute, the balanced one first (of
+    two equally balanced, the one with fewer instances).
 
     With onnxruntime's intra-op threads in the space (a CPU host), its cores are read off the
     thread range's top (the default space's is the core count): ``i`` instances of ``cores // i``
@@ -178,8 +188,13 @@ def compute_settings(space: SearchSpace) -> list[dict[str, int]]:
         settings = [{"instance_count": count} for count in candidates]
         balanced = math.sqrt(top)
     unique = list({tuple(sorted(s.items())): s for s in settings}.values())
+    # rounded: 1 and 2 instances are equally far from sqrt(2) on 2 cores, which floats would
+    # break in favour of 2 (see the module docstring for why the fewer come first)
     unique.sort(
-        key=lambda s: (abs(math.log(s["instance_count"]) - math.log(balanced)), s["instance_count"])
+        key=lambda s: (
+            round(abs(math.log(s["instance_count"]) - math.log(balanced)), 9),
+            s["instance_count"],
+        )
     )
     return unique
 
@@ -232,9 +247,30 @@ class FirstTrials:
         """Every accepted precision at the balanced setting (one point without precisions)."""
         return [self.point(self.settings[0], p) for p in self.precisions or (None,)]
 
-    def step_two(self, precision: str | None) -> list[dict[str, Any]]:
-        """Every other compute setting at ``precision``."""
-        return [self.point(s, precision) for s in self.settings[1:]]
+    def step_two(self, precisions: Sequence[str | None]) -> list[dict[str, Any]]:
+        """Every other compute setting at each of ``precisions`` (the best first), setting by
+        setting: each setting's precisions are measured one after the other."""
+        return [self.point(s, p) for s in self.settings[1:] for p in precisions]
+
+    def close_precisions(
+        self, results: Sequence[TrialResult], first: Sequence[Mapping[str, Any]]
+    ) -> list[str | None]:
+        """The precision whose step-1 trial (``first``) served most (met its objective first),
+        then those whose step-1 figure met it too within ``SCREENING_NOISE`` of it, by figure;
+        the first precision while none is measured."""
+        figures = _measured(results, first)
+        if not figures:
+            return [self.precisions[0] if self.precisions else None]
+        figures.sort(key=lambda m: (m[0], m[1]), reverse=True)
+        feasible, best, point = figures[0]
+        close = [point.get("precision")]
+        if feasible:
+            close += [
+                p.get("precision")
+                for ok, value, p in figures[1:]
+                if ok and value >= (1 - SCREENING_NOISE) * best
+            ]
+        return close
 
     def step_three(
         self, precision: str | None, results: Sequence[TrialResult] = ()
@@ -243,7 +279,7 @@ class FirstTrials:
         (each setting's :func:`small_batch`, from its trial among ``results``); a point that
         step 1 or 2 already has is left out (a space without batch sizes)."""
         most_instances = sorted(self.settings, key=lambda s: -s.get("instance_count", 0))
-        earlier = [*self.step_one(), *self.step_two(precision)]
+        earlier = [*self.step_one(), *self.step_two([precision])]
         points: list[dict[str, Any]] = []
         for setting in most_instances[:SMALL_BATCH_SETTINGS]:
             sensible = self.point(setting, precision)
@@ -272,8 +308,15 @@ class FirstTrials:
 
     def _steps_one_to_three(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
         first = self.step_one()
-        best = self.best_precision(results, first)
-        return [*first, *self.step_two(best), *self.step_three(best, results)]
+        second = self.step_two(self.close_precisions(results, first))
+        best = self.best_precision(results, [*first, *second])
+        return [*first, *second, *self.step_three(best, results)]
+
+    def points(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
+        """Every first trial's point as far as ``results`` decide them (step 4 needs steps 1-3
+        measured; step 2's close precisions, step 1)."""
+        earlier = self._steps_one_to_three(results)
+        return [*earlier, *self._step_four(results, earlier)]
 
     def _graph_levels(self) -> list[Any]:
         dimension = self.space.dimensions.get(GRAPH_LEVEL)
@@ -296,7 +339,11 @@ class FirstTrials:
         text = f"{self.count()} first trial(s): {first} at {setting(self.settings[0])}"
         if len(self.settings) > 1:
             others = ", ".join(setting(s) for s in self.settings[1:])
-            text += f"; then {others}" + (" at the best precision" if self.precisions else "")
+            text += f"; then {others}" + (
+                f" at the best precision (and at any within {SCREENING_NOISE:.0%} of it)"
+                if len(self.precisions) > 1
+                else ""
+            )
         precision = self.precisions[0] if self.precisions else None
         small = self.step_three(precision)
         if small:
@@ -327,8 +374,7 @@ class FirstTrials:
         """The first point not yet measured, failed or being measured; None once all are. A
         taken point is one of them when it has its knobs (a workload's points add the
         scheduler's, which the sampler chose)."""
-        earlier = self._steps_one_to_three(results)
-        for point in [*earlier, *self._step_four(results, earlier)]:
+        for point in self.points(results):
             if not any(_has(t, point) for t in taken):
                 return point
         return None
@@ -344,14 +390,27 @@ class FirstTrials:
         return {k: v for k, v in kept.items() if k in self.space.dimensions} or None
 
     def best_precision(
-        self, results: Sequence[TrialResult], first: Sequence[Mapping[str, Any]]
+        self, results: Sequence[TrialResult], earlier: Sequence[Mapping[str, Any]]
     ) -> str | None:
-        """The precision whose step-one trial served most (met its objective first: the SLO,
-        or a workload's); the first precision while none of them is measured."""
-        best = _best_measured(results, first)
+        """The precision of the ``earlier`` trial that served most (met its objective first:
+        the SLO, or a workload's); the first precision while none of them is measured."""
+        best = _best_measured(results, earlier)
         if best is None:
             return self.precisions[0] if self.precisions else None
         return best.get("precision")
+
+
+def _measured(
+    results: Sequence[TrialResult], points: Sequence[Mapping[str, Any]]
+) -> list[tuple[bool, float, Mapping[str, Any]]]:
+    """(met its objective, figure, point) of each of ``points`` with a measured trial."""
+    return [
+        (r.feasible, r.value, point)
+        for r in results
+        if r.operating_point is not None or r.capacity is not None
+        for point in points
+        if _has(r.params, point)
+    ]
 
 
 def _best_measured(
@@ -359,13 +418,7 @@ def _best_measured(
 ) -> Mapping[str, Any] | None:
     """The one of ``points`` whose measured trial served most (met its objective first: the
     SLO, or a workload's); the first such trial on a tie; None while none of them is measured."""
-    measured = [
-        (r.feasible, r.value, point)
-        for r in results
-        if r.operating_point is not None or r.capacity is not None
-        for point in points
-        if _has(r.params, point)
-    ]
+    measured = _measured(results, points)
     if not measured:
         return None
     return max(measured, key=lambda m: (m[0], m[1]))[2]
@@ -399,7 +452,7 @@ class FirstTrialsSampler(ProposingSampler):
             return point
         # configs, not trials: a re-proposal told a known config's result is no refining trial;
         # but a refinement whose knobs allow fewer configs hands over after 4x the proposals
-        first = self.first.count()
+        first = max(self.first.count(), len(self.first.points(results)))
         configs = len({point_key(effective_point(p)) for p in taken})
         if configs < first + REFINE_TRIALS and len(taken) < first + 4 * REFINE_TRIALS:
             return self.first.refinement(results)

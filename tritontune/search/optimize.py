@@ -41,7 +41,13 @@ from tritontune.search.objective import Evaluation, Objective
 from tritontune.search.operating_point import find_operating_point
 from tritontune.search.phases import Phases
 from tritontune.search.pipeline_space import PipelineSpace
-from tritontune.search.playoff import Contender, PlayoffSettings, RoundFigure, run_playoff
+from tritontune.search.playoff import (
+    Contender,
+    PlayoffSettings,
+    RoundFigure,
+    finalists,
+    run_playoff,
+)
 from tritontune.search.predicted import CalibrationProgress, Strategy, use_prediction
 from tritontune.search.setup import make_sampler
 from tritontune.search.space import SearchSpace
@@ -411,7 +417,8 @@ class Playoff:
         return FinalistsNow([r.number for r in top], decided, record)
 
     def _top(self, record: StudyRecord) -> list[TrialResult]:
-        return [r for r in record.feasible if r.operating_point is not None][: self.settings.playoff.top]
+        ranked = [r for r in record.feasible if r.operating_point is not None]
+        return finalists(ranked, self.settings.playoff.top)
 
     def run(self, study: TuningStudy, objective: Objective, now: FinalistsNow[StudyRecord]) -> None:
         record = now.record

@@ -2,7 +2,10 @@
 
 The top candidates (default 3) and the baseline are measured again in interleaved rounds
 (:mod:`tritontune.search.final_rounds`), each at its own operating load; the figures are kept as
-:class:`~tritontune.study.figures.PlayoffResult`.
+:class:`~tritontune.study.figures.PlayoffResult`. With them comes the best config at each other
+graph level whose trial served within ``SCREENING_NOISE`` (25 %) of the best (:func:`finalists`):
+the search measured each level once, and one figure each is no order between them (on MiniLM,
+graph basic served 52 and all 68 in their trials, 76 and 65 in interleaved rounds).
 
 - A contender *held* at its load when the median of its rounds' p99 is at least
   :data:`HOLD_MARGIN` under the SLO and more than half of its rounds met the SLO outright. One that
@@ -35,16 +38,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadMode, LoadSpec
-from tritontune.measure.measurement import Measurement, MeasureSettings
+from tritontune.measure.measurement import SCREENING_NOISE, Measurement, MeasureSettings
 from tritontune.search.final_rounds import interleaved_rounds
+from tritontune.search.space import GRAPH_LEVEL, effective_point
 from tritontune.serving.bench import Bench
 from tritontune.study.duet import Verdict, decide, duet, paired_ratios
 from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure, by_round
+from tritontune.study.records import TrialResult
 
 #: Candidates from the search that enter the playoff (the baseline comes on top).
 PLAYOFF_TOP = 3
@@ -88,6 +94,31 @@ class PlayoffSettings:
     """Rounds after the stages, at most, while an order is uncertain (0: none; the higher
     median wins and the result says the order was uncertain). A caller that only needs a
     winner, not the right one (a test of what follows the playoff), saves them."""
+
+
+def finalists(ranked: Sequence[TrialResult], top: int) -> list[TrialResult]:
+    """The search's contenders: the first ``top`` of ``ranked`` (its measured trials that met the
+    SLO, best first), then each trial of the best one's config at another graph level that served
+    within :data:`~tritontune.measure.measurement.SCREENING_NOISE` of it (none when ``top`` is
+    0: no playoff). Configs compare as :func:`~tritontune.search.space.effective_point` makes
+    them."""
+    chosen = list(ranked[:top])
+    if not chosen:
+        return chosen
+    best = chosen[0]
+    config = _without_graph_level(best.params)
+    for trial in ranked[top:]:
+        if trial.value < (1 - SCREENING_NOISE) * best.value:
+            break  # ranked: none after serves more
+        if trial.params.get(GRAPH_LEVEL) != best.params.get(GRAPH_LEVEL) and (
+            _without_graph_level(trial.params) == config
+        ):
+            chosen.append(trial)
+    return chosen
+
+
+def _without_graph_level(point: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in effective_point(point).items() if k != GRAPH_LEVEL}
 
 
 def held(rounds: Sequence[RoundFigure], slo_p99_s: float) -> bool:

@@ -160,6 +160,11 @@ DIMENSIONS: dict[str, str] = {
 ANY_BATCH_SIZE = "any"
 
 
+#: onnxruntime's graph optimization level: a knob whose effect is a ratio of a config's speed (it
+#: changes the graph each execution runs, not how the cores are shared).
+GRAPH_LEVEL = "graph_optimization"
+
+
 def effective_point(point: Mapping[str, Any]) -> dict[str, Any]:
     """``point`` with the knobs that change nothing in the config it stands for made equal, so
     that two points of one config are measured once (the loop's and the prediction's "known
