@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu
+.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline text-detector test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,20 @@ $(MINILM): examples/minilm/make_minilm.py $(VENV)/.minilm-package
 	$(PY) examples/minilm/make_minilm.py --force
 
 minilm: $(MINILM)
+
+# A real convolutional network: PP-OCRv4's text detector, as the PyPI package rapidocr-onnxruntime
+# ships it (ONNX), with real photographs (scikit-image's bundled samples) as its inputs. Issue 39's
+# benchmark model; no test needs it.
+TEXT_DETECTOR := examples/text_detector/model_repository/text_detector/1/model.onnx
+$(VENV)/.text-detector-packages: | setup
+	$(PY) -m pip install -q --no-deps rapidocr-onnxruntime==1.4.4 scikit-image==0.26.0
+	$(PY) -m pip install -q pillow
+	@touch $@
+
+$(TEXT_DETECTOR): examples/text_detector/make_text_detector.py $(VENV)/.text-detector-packages
+	$(PY) examples/text_detector/make_text_detector.py --force
+
+text-detector: $(TEXT_DETECTOR)
 
 # The same model behind its tokenizer, as a Triton ensemble serving raw text: a Python-backend
 # tokenizer (the model's own tokenizer.json), then MiniLM (a link to the file above, not a copy).

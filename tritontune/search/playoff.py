@@ -2,10 +2,17 @@
 
 The top candidates (default 3) and the baseline are measured again in interleaved rounds
 (:mod:`tritontune.search.final_rounds`), each at its own operating load; the figures are kept as
-:class:`~tritontune.study.figures.PlayoffResult`. With them comes the best config at each other
-graph level whose trial served within ``SCREENING_NOISE`` (25 %) of the best (:func:`finalists`):
-the search measured each level once, and one figure each is no order between them (on MiniLM,
-graph basic served 52 and all 68 in their trials, 76 and 65 in interleaved rounds).
+:class:`~tritontune.study.figures.PlayoffResult`.
+
+The top candidates are not simply the highest screening figures (:func:`finalists`). Trials
+within ``SCREENING_NOISE`` (25 %) of the best one's figure are in no order that one figure each
+can tell, so the best of them that uses the compute another way (another precision, split of the
+cores into instances and threads) takes a place before the next by figure, and the best config
+at another graph level comes on top when it is that close. On MiniLM, two searches filled their
+top 3 with 1 x 2 configs (one of them: one config at three graph levels) and left out 2 x 1
+without batching, measured 1-7 % below them, which served 6-21 % more than their winners in
+interleaved rounds; and graph basic served 52 and all 68 in their trials, 76 and 65 in
+interleaved rounds.
 
 - A contender *held* at its load when the median of its rounds' p99 is at least
   :data:`HOLD_MARGIN` under the SLO and more than half of its rounds met the SLO outright. One that
@@ -97,28 +104,51 @@ class PlayoffSettings:
 
 
 def finalists(ranked: Sequence[TrialResult], top: int) -> list[TrialResult]:
-    """The search's contenders: the first ``top`` of ``ranked`` (its measured trials that met the
-    SLO, best first), then each trial of the best one's config at another graph level that served
-    within :data:`~tritontune.measure.measurement.SCREENING_NOISE` of it (none when ``top`` is
-    0: no playoff). Configs compare as :func:`~tritontune.search.space.effective_point` makes
-    them."""
-    chosen = list(ranked[:top])
-    if not chosen:
-        return chosen
-    best = chosen[0]
+    """The search's contenders, from ``ranked`` (its measured trials that met the SLO, best
+    first); none when ``top`` is 0 (no playoff). Trials whose screening figure is within
+    :data:`~tritontune.measure.measurement.SCREENING_NOISE` of the best one's are *close*: one
+    figure each is no order between them. So the ``top`` contenders are the best trial, then the
+    best close trial of each other way of using the compute (:data:`COMPUTE_KNOBS`: precision,
+    instances, threads), then the next ones by figure; and with them, every close trial of the
+    best one's config at another graph level. In rank order; configs compare as
+    :func:`~tritontune.search.space.effective_point` makes them, a pipeline's knobs model by
+    model."""
+    if top < 1 or not ranked:
+        return []
+    best = ranked[0]
+    close = [t for t in ranked if t.value >= (1 - SCREENING_NOISE) * best.value]
+    chosen = {best.number}
+    uses = {_compute_use(best.params)}
+    for trial in close:
+        use = _compute_use(trial.params)
+        if len(chosen) < top and use not in uses:
+            chosen.add(trial.number)
+            uses.add(use)
+    for trial in ranked:
+        if len(chosen) < top:
+            chosen.add(trial.number)
     config = _without_graph_level(best.params)
-    for trial in ranked[top:]:
-        if trial.value < (1 - SCREENING_NOISE) * best.value:
-            break  # ranked: none after serves more
-        if trial.params.get(GRAPH_LEVEL) != best.params.get(GRAPH_LEVEL) and (
-            _without_graph_level(trial.params) == config
-        ):
-            chosen.append(trial)
-    return chosen
+    chosen |= {
+        t.number for t in close if _without_graph_level(t.params) == config and t.params != best.params
+    }
+    return [t for t in ranked if t.number in chosen]
+
+
+#: What a contender's way of using the compute is: a close trial of each one enters the playoff.
+COMPUTE_KNOBS = ("precision", "instance_kind", "instance_count", "intra_op_thread_count")
+
+
+def _knob(name: str) -> str:
+    """A knob's name without a pipeline's or group's ``MODEL/`` prefix."""
+    return name.rpartition("/")[2]
+
+
+def _compute_use(point: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, v) for k, v in point.items() if _knob(k) in COMPUTE_KNOBS))
 
 
 def _without_graph_level(point: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in effective_point(point).items() if k != GRAPH_LEVEL}
+    return {k: v for k, v in effective_point(point).items() if _knob(k) != GRAPH_LEVEL}
 
 
 def held(rounds: Sequence[RoundFigure], slo_p99_s: float) -> bool:
