@@ -192,6 +192,52 @@ def test_pre_processing_leaves_nothing_in_the_working_directory(source, tmp_path
     assert Path.cwd() == user_dir
 
 
+def opset_12_conv(path: Path) -> Path:
+    """A convolution with a bias, in ONNX opset 12 (PP-OCRv4's text detector's opset)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])],
+        [weights, bias],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_graph_older_than_opset_13_gets_per_channel_static_int8_that_runs(tmp_path):
+    """Per-channel QDQ needs DequantizeLinear's axis (opset 13): on the opset-12 text detector
+    every static INT8 recipe built a graph onnxruntime refused to load."""
+    import onnxruntime as ort
+
+    from tritontune.config.variant import Precision
+    from tritontune.precision.convert import default_opset
+    from tritontune.precision.recipe import Calibration, Recipe
+
+    model = opset_12_conv(tmp_path / "conv.onnx")
+    recipe = Recipe(Precision.INT8_STATIC, ("Conv",), calibration=Calibration.MINMAX)
+    rng = np.random.default_rng(1)
+    batches = [{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
+    variant = build_variant(model, recipe, calibration=batches, cache=tmp_path / "cache")
+    session = ort.InferenceSession(str(variant), providers=["CPUExecutionProvider"])
+    built = onnx.load(str(variant))
+    assert default_opset(built) == 13
+    assert any(n.op_type == "DequantizeLinear" for n in built.graph.node)
+    (out,) = session.run(None, batches[0])
+    (expected,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+        None, batches[0]
+    )
+    assert out.shape == (2, 4, 8, 8)
+    assert np.abs(out - expected).mean() < 0.05 * np.abs(expected).mean()  # INT8, not noise
+
+
 def test_a_configs_string_inputs_are_read_as_bytes():
     from tritontune.config.model_config import parse_config_text
     from tritontune.precision.prepare import config_input_specs

@@ -114,6 +114,7 @@ def build_variant(
         "|".join(
             (
                 file_sha256(model),
+                f"opset>={QUANTIZE_MIN_OPSET}",  # variants built before the upgrade are rebuilt
                 json.dumps(recipe.to_dict(), sort_keys=True),
                 onnxruntime_module("precision variants").__version__,
                 _calibration_digest(calibration) if recipe.precision == Precision.INT8_STATIC else "",
@@ -170,14 +171,29 @@ class _ForwardToLog(logging.Handler):
             _LOG.debug("quantizer: %s", record.getMessage())
 
 
+#: The ONNX opset a graph is converted to, at least, before it is quantized. Per-channel weights
+#: in the QDQ format need DequantizeLinear's ``axis`` (opset 13); onnxruntime's quantizer writes
+#: it into an older graph all the same, which then cannot be loaded: PP-OCRv4's text detector
+#: (opset 12) failed every static INT8 recipe with "Unrecognized attribute: axis for operator
+#: DequantizeLinear". ONNX's version converter upgrades such a graph exactly (the detector's
+#: outputs were bit for bit the same).
+QUANTIZE_MIN_OPSET = 13
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    """The version of the default (``ai.onnx``) operator set ``model`` imports."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
 def preprocessed(model: Path, folder: Path) -> Path:
     """``model`` after onnxruntime's quantization pre-processing (shape inference and basic graph
-    optimization), cached beside the variants. Symbolic shape inference (what transformers need)
-    is tried first; a graph it can't complete gets ONNX's own shape inference instead."""
+    optimization), cached beside the variants. A graph below :data:`QUANTIZE_MIN_OPSET` is
+    upgraded to it first. Symbolic shape inference (what transformers need) is tried first; a
+    graph it can't complete gets ONNX's own shape inference instead."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     version = onnxruntime_module("precision variants").__version__
-    target = folder / f"{file_sha256(model)[:32]}.{version}.pre.onnx"
+    target = folder / f"{file_sha256(model)[:32]}.{version}.opset{QUANTIZE_MIN_OPSET}.pre.onnx"
     if target.is_file():
         return target
     source = Path(model).resolve()
@@ -185,6 +201,7 @@ def preprocessed(model: Path, folder: Path) -> Path:
     # directory when it can't finish: run it in a scratch directory, never the user's.
     with tempfile.TemporaryDirectory(dir=folder, prefix=".pre-") as scratch_dir:
         scratch = Path(scratch_dir) / "model.onnx"
+        source = _upgraded(source, Path(scratch_dir) / "upgraded.onnx")
         with _working_directory(Path(scratch_dir)):
             try:
                 quant_pre_process(str(source), str(scratch), auto_merge=True)
@@ -193,6 +210,19 @@ def preprocessed(model: Path, folder: Path) -> Path:
                 quant_pre_process(str(source), str(scratch), skip_symbolic_shape=True)
         os.replace(scratch, target)
     return target
+
+
+def _upgraded(source: Path, out: Path) -> Path:
+    """``source``, or its graph upgraded to :data:`QUANTIZE_MIN_OPSET` in ``out`` where it
+    imports an older default operator set."""
+    opset = default_opset(onnx.load(str(source), load_external_data=False))
+    if opset is None or opset >= QUANTIZE_MIN_OPSET:
+        return source
+    from onnx import version_converter
+
+    upgraded = version_converter.convert_version(onnx.load(str(source)), QUANTIZE_MIN_OPSET)
+    onnx.save(upgraded, str(out))
+    return out
 
 
 @contextlib.contextmanager
