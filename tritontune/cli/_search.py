@@ -208,8 +208,11 @@ def search(
         int,
         typer.Option(
             help="Top candidates re-measured against each other and the baseline, interleaved, "
-            "after the search (0: none; the screening figures then stand; with --workload, at "
-            "least 1, default 2: its final rounds pick the winner).",
+            "after the search; of a model or pipeline, among those within 25% of the best, one per "
+            "way of using the compute comes first, and the best config at another graph level "
+            "joins on top "
+            "(0: none; the screening figures then stand; with --workload, at least 1, default "
+            "2: its final rounds pick the winner).",
             min=0,
         ),
     ] = PLAYOFF_TOP,
