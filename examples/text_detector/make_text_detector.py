@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-#: The side of the served images: a multiple of 32. At 384 one image takes ~30 ms on one core
-#: of a 2-core AMD EPYC (onnxruntime, FP32): compute, not the RPC path, sets the throughput.
+#: The side of the served images: a multiple of 32. At 384 one image takes 34 ms on one thread
+#: of a 2-core AMD EPYC, 19 ms on two (onnxruntime, FP32): compute, not the RPC path, sets the
+#: throughput.
 SIDE = 384
 MODEL_PACKAGE = "rapidocr_onnxruntime"
 MODEL_FILE = "models/ch_PP-OCRv4_det_infer.onnx"
