@@ -24,6 +24,7 @@ from tests.groups import WORKLOAD as GROUP_WORKLOAD
 from tests.pipelines import BLS, PIPELINE, write_bls, write_pipeline
 from tests.studies import read_study
 from tritontune.errors import InputError
+from tritontune.search.playoff import finalists
 from tritontune.study.handle import TuningStudy
 
 pytestmark = pytest.mark.integration
@@ -98,7 +99,10 @@ def assert_budget_done_once(storage: str, study: str, budget: int = BUDGET) -> N
     assert not record.running
     assert record.baseline is not None and record.best is not None
     playoff = record.playoff  # one verdict: one worker ran the playoff, once
-    assert playoff is not None and len(playoff.entries) == 2  # the top config and the baseline
+    assert playoff is not None
+    ranked = [r for r in record.feasible if r.operating_point is not None]
+    contenders = {t.number for t in finalists(ranked, 1)}  # the top config (and a close level)
+    assert {e.trial for e in playoff.entries} == contenders | {None}  # and the baseline
     assert all(len(e.rounds) >= 1 for e in playoff.entries)
 
 
