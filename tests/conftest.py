@@ -228,14 +228,13 @@ class SmallStudies:
 def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: Path) -> SmallStudies:
     """Real searches (small budgets) on the real bundled tritonserver, shared by the tests of
     search, export, check and report, which only read them."""
+    from tests.measuring import FAST as fast
     from tritontune.config.repository import load_model_source
-    from tritontune.measure.measurement import MeasureSettings
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
     from tritontune.search.space import Choice, SearchSpace
     from tritontune.serving.session import TuningSession
 
-    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
     storage = f"sqlite:///{tmp_path_factory.mktemp('studies') / 'studies.db'}"
     fixed = {
         "dynamic_batching": Choice((True,)),
@@ -324,14 +323,14 @@ def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     2-round playoff of the top trial and the baseline), shared by the pipeline tests of search,
     export and check (read only)."""
     from tests.pipelines import PIPELINE, write_pipeline
-    from tritontune.measure.measurement import MeasureSettings
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
     from tritontune.search.setup import space_for
     from tritontune.serving.opening import open_session
 
     repository = write_pipeline(tmp_path_factory.mktemp("pipeline") / "model_repository")
-    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
+    from tests.measuring import FAST as fast
+
     storage = f"sqlite:///{repository.parent / 'studies.db'}"
     settings = SearchSettings(
         slo_p99_s=0.100,
@@ -355,14 +354,14 @@ def bls_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     """One real search of a BLS model and the two models it calls (``tests/pipelines.py``), 2
     trials and no playoff, shared by the BLS tests of search, export and check (read only)."""
     from tests.pipelines import BLS, STEPS, write_bls
-    from tritontune.measure.measurement import MeasureSettings
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
     from tritontune.search.setup import space_for
     from tritontune.serving.opening import open_session
 
     repository = write_bls(tmp_path_factory.mktemp("bls") / "model_repository")
-    fast = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
+    from tests.measuring import FAST as fast
+
     settings = SearchSettings(
         slo_p99_s=0.100,
         trials=2,

@@ -21,7 +21,7 @@ from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
 
-FAST = MeasureSettings(warmup_s=0.3, window_s=0.3, max_windows=4)
+FAST = MeasureSettings(warmup_s=0.3, window_s=0.3, max_windows=3)
 
 
 def test_server_crash_is_survived_with_a_restart(example_repository: Path, tmp_path: Path):

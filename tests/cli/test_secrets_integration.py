@@ -69,7 +69,7 @@ def test_the_storage_password_is_nowhere(
     assert shown != url
     (tmp_path / "space.yaml").write_text(SPACE)
     outputs: list[str] = []
-    fast = ["--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4", "--max-load", "4"]
+    fast = ["--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3", "--max-load", "4"]
     search = [
         "search", "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
         "--trials", "1", "--space", "space.yaml", "--study", "secret", "--seed", "1",

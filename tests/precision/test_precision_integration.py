@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.measuring import FAST
 from tritontune.cli import app
 from tritontune.config.model_config import read_config
 from tritontune.config.repository import load_model_source
@@ -22,7 +23,6 @@ from tritontune.serving.session import TuningSession
 from tritontune.tuning_record import RECORD_FILE, read_record
 
 pytestmark = pytest.mark.integration
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
 runner = CliRunner()
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import kill_then_interrupt, orphaned_stubs
+from tests.measuring import FAST
 from tests.pipelines import BLS, PIPELINE, STEPS, write_bls, write_pipeline
-from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.setup import space_for
@@ -24,7 +24,6 @@ from tritontune.study.handle import TuningStudy
 
 pytestmark = pytest.mark.integration
 
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
 SLO_S = 0.100
 
 

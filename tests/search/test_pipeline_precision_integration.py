@@ -30,7 +30,7 @@ from tritontune.tuning_record import RECORD_FILE, read_record
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=30, max_windows=4)
+FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=30, max_windows=3)
 
 
 @pytest.fixture

@@ -7,20 +7,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PipelineStudy
+from tests.measuring import FAST
 from tests.pipelines import BLS, PIPELINE, STEPS, write_bls, write_pipeline
 from tritontune.config.pipeline import PipelineVariant, configs_from_text
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
 from tritontune.measure.load_settings import LoadSettings
 from tritontune.measure.loadgen import LoadEngine, LoadSpec
-from tritontune.measure.measurement import MeasureSettings
 from tritontune.serving.opening import open_session
 from tritontune.serving.served import ServedPipeline
 from tritontune.study.figures import bottleneck
 
 pytestmark = pytest.mark.integration
-
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
 
 
 def test_the_search_tunes_every_composing_model_for_the_end_to_end_figure(pipeline_study: PipelineStudy):
@@ -188,7 +186,7 @@ def test_a_space_file_fixes_one_models_knobs_while_the_others_are_searched(
     command = [
         "search", "-r", str(pipeline_repository), "-m", PIPELINE, "--slo-p99", "100ms",
         "--space", str(space), "--trials", "2", "--seed", "5", "--max-load", "1",
-        "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4", "--playoff-top", "0",
+        "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3", "--playoff-top", "0",
         "--storage", storage, "--study", "fixed", "--results", str(results),
     ]  # fmt: skip
     runner = CliRunner()

@@ -132,7 +132,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
         "--trials", "1", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
-        "--layout", "shared", "--start-rate", "240", "--max-load", "960", "--max-windows", "4",
+        "--layout", "shared", "--start-rate", "240", "--max-load", "960", "--max-windows", "3",
         "--storage", storage, "--results", str(results), "--report", str(report),
         "--space", str(space),
     )  # fmt: skip
@@ -268,7 +268,7 @@ def test_ctrl_c_then_the_same_command_resumes(
         sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
-        "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "4",
+        "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3",
         "--playoff-top", "1", "--playoff-rounds", "1", "--max-load", "4",
     ]  # fmt: skip
     before = set(tritonserver_processes(own_servers))

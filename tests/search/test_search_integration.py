@@ -11,9 +11,9 @@ import optuna
 import pytest
 
 from tests.conftest import SmallStudies, orphaned_stubs
+from tests.measuring import FAST
 from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode, LoadSpec
-from tritontune.measure.measurement import MeasureSettings
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.playoff import HOLD_MARGIN, MAX_EXTRA_ROUNDS, PlayoffSettings
 from tritontune.search.predicted import Strategy
@@ -24,7 +24,6 @@ from tritontune.study.handle import TuningStudy
 pytestmark = pytest.mark.integration
 
 SLO = 0.050
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=4)
 SMALL_SPACE = SearchSpace(
     {
         "max_batch_size": Choice((16, 64)),

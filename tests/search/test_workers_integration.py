@@ -72,7 +72,7 @@ def start_worker(
         [
             "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
             "--trials", str(budget), "--space", str(space), "--study", study,
-            "--max-windows", "4", "--max-load", "4", "--results", str(tmp_path / f"results-{seed}.json"),
+            "--max-windows", "3", "--max-load", "4", "--results", str(tmp_path / f"results-{seed}.json"),
         ],
     )  # fmt: skip
 
@@ -180,7 +180,7 @@ def test_two_workers_share_one_pipeline_study(kind: str, tmp_path: Path):
 
     args = [
         "-r", str(repository), "-m", entry, *composing, "--slo-p99", "100ms", "--trials", "2",
-        "--study", "pipe", "--max-windows", "4", "--max-load", "4",
+        "--study", "pipe", "--max-windows", "3", "--max-load", "4",
     ]  # fmt: skip
     for worker in [start_search(tmp_path, storage, seed, args) for seed in (1, 2)]:
         finish(worker, tmp_path)

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 # Each window waits for 20 replies, not the default 100: at 40 req/s open loop that is half a
 # second (100 stretched every window to its 4x cap); what is under test is the connection.
 FAST = MeasureSettings(
-    warmup_s=0.3, window_s=0.3, min_window_requests=20, max_windows=4, detect_interference=False
+    warmup_s=0.3, window_s=0.3, min_window_requests=20, max_windows=3, detect_interference=False
 )
 KEY, SECRET = "Tritontune-Test-Key", "s3cret"
 

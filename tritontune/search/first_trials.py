@@ -39,11 +39,17 @@ queue delay, batches up to 16, the graph fully optimized):
    the graph each execution runs, not how the cores are shared), so one measurement of each
    level is enough, and TPE need not find it by chance: on MiniLM without int8 dot products
    the three searches' winners differed only in it (basic > all > extended, 3-4 % apart in
-   interleaved rounds), each level met by chance.
+   interleaved rounds), each level met by chance. The ratio carries over less well from one
+   split of the cores to another, so the best config splitting them otherwise is measured at
+   each level too when its figure was within ``SCREENING_NOISE`` of the best's: on MiniLM
+   (p99 <= 100 ms, INT8 dynamic) two searches measured the levels at 1 x 2, where they served
+   within 4 % of each other, and ended at 94-95 % of the best known config, 2 x 1 (1-7 % behind
+   on its one figure) at basic, 5-6 % above 2 x 1 at all.
 
 That is P + S - 1 + min(S, 2) + G - 1 trials (9 for MiniLM's four precisions and three graph
-levels on two cores), S - 1 more for each close second precision of step 2, fewer where a point
-repeats an earlier one (a space without batching). Nor is step 4 decided by one figure each:
+levels on two cores), S - 1 more for each close second precision of step 2, G - 1 more for a
+close config splitting the cores otherwise in step 4, fewer where a point repeats an earlier one
+(a space without batching). Nor is step 4 decided by one figure each:
 where the best config at another level served within ``SCREENING_NOISE`` of the best, the
 playoff re-measures it beside the top configs (:func:`~tritontune.search.playoff.finalists`).
 With a smaller budget, step 1 comes first: no default search ends without having measured each
@@ -73,6 +79,7 @@ from optuna.trial import FrozenTrial
 
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.measurement import SCREENING_NOISE
+from tritontune.predict.calibration import CORE_KNOBS
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import GRAPH_LEVEL, Dimension, IntRange, SearchSpace, effective_point
 from tritontune.study.coordination import point_key
@@ -293,18 +300,40 @@ class FirstTrials:
 
     def step_four(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
         """The best measured config of steps 1-3 (met its objective first) at each other graph
-        optimization level; none while none of them is measured, or where the space has one
-        level. Only steps 1-3 are looked at: a step-4 trial that serves more asks for no more."""
+        optimization level, then so the best one splitting the cores otherwise that met it too
+        within ``SCREENING_NOISE`` of the best's figure; none while none of them is measured, or
+        where the space has one level. Only steps 1-3 are looked at: a step-4 trial that serves
+        more asks for no more."""
         return self._step_four(results, self._steps_one_to_three(results))
 
     def _step_four(
         self, results: Sequence[TrialResult], earlier: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
-        best = _best_measured(results, earlier)
         levels = self._graph_levels()
-        if best is None or len(levels) < 2:
+        measured = sorted(_measured(results, earlier), key=lambda m: (m[0], m[1]), reverse=True)
+        if not measured or len(levels) < 2:
             return []
-        return [{**best, GRAPH_LEVEL: level} for level in levels if level != best.get(GRAPH_LEVEL)]
+        feasible, figure, best = measured[0]
+        bases = [best]
+        rival = next(
+            (
+                point
+                for ok, value, point in measured[1:]
+                if feasible
+                and ok
+                and value >= (1 - SCREENING_NOISE) * figure
+                and _core_split(point) != _core_split(best)
+            ),
+            None,
+        )
+        if rival is not None:
+            bases.append(rival)
+        return [
+            {**base, GRAPH_LEVEL: level}
+            for base in bases
+            for level in levels
+            if level != base.get(GRAPH_LEVEL)
+        ]
 
     def _steps_one_to_three(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
         first = self.step_one()
@@ -355,6 +384,10 @@ class FirstTrials:
         levels = self._graph_levels()
         if len(levels) > 1:
             text += f"; then the best of them at each other graph level ({', '.join(map(str, levels))})"
+            if len(self.settings) > 1:
+                text += (
+                    f", and the best within {SCREENING_NOISE:.0%} of it using the compute another way"
+                )
         if not self.refines():
             return text  # the trials after are the sampler's own, knobs kept or not
         return text + f"; then {REFINE_TRIALS} refining the best one's scheduler knobs"
@@ -374,10 +407,7 @@ class FirstTrials:
         """The first point not yet measured, failed or being measured; None once all are. A
         taken point is one of them when it has its knobs (a workload's points add the
         scheduler's, which the sampler chose)."""
-        for point in self.points(results):
-            if not any(_has(t, point) for t in taken):
-                return point
-        return None
+        return _first_untaken(self.points(results), taken)
 
     def refinement(self, results: Sequence[TrialResult]) -> dict[str, Any] | None:
         """The execution knobs of the best config measured (met its objective first), for a
@@ -424,6 +454,11 @@ def _best_measured(
     return max(measured, key=lambda m: (m[0], m[1]))[2]
 
 
+def _core_split(point: Mapping[str, Any]) -> tuple[Any, ...]:
+    """How ``point`` shares the host's compute: its instance kind, count and threads each."""
+    return tuple(point.get(knob) for knob in ("instance_kind", *CORE_KNOBS))
+
+
 def _has(taken: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
     """Whether ``taken`` is ``point``'s config: every knob of it the same (``taken`` may hold
     more: a workload's scheduler knobs)."""
@@ -447,17 +482,24 @@ class FirstTrialsSampler(ProposingSampler):
             return None
         snapshot = TuningStudy.of(study).snapshot()
         results, taken = list(snapshot.counted().values()), snapshot.taken_points()
-        point = self.first.next_point(results, taken)
+        planned = self.first.points(results)
+        point = _first_untaken(planned, taken)
         if point is not None:
             return point
         # configs, not trials: a re-proposal told a known config's result is no refining trial;
         # but a refinement whose knobs allow fewer configs hands over after 4x the proposals
-        first = max(self.first.count(), len(self.first.points(results)))
+        first = max(self.first.count(), len(planned))
         configs = len({point_key(effective_point(p)) for p in taken})
         if configs < first + REFINE_TRIALS and len(taken) < first + 4 * REFINE_TRIALS:
             return self.first.refinement(results)
         self._done = True
         return None
+
+
+def _first_untaken(
+    points: Sequence[dict[str, Any]], taken: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    return next((p for p in points if not any(_has(t, p) for t in taken)), None)
 
 
 def use_first_trials(study: TuningStudy, space: SearchSpace) -> FirstTrials:

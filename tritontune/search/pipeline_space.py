@@ -52,6 +52,7 @@ from tritontune.errors import InputError
 from tritontune.search.instance_budget import InstanceBudget, fixed_instances
 from tritontune.search.space import (
     DIMENSIONS,
+    SEPARATOR,
     SETTING_KEYS,
     Choice,
     Dimension,
@@ -61,10 +62,6 @@ from tritontune.search.space import (
     default_space,
     is_fixed,
 )
-
-SEPARATOR = "/"
-"""Between a model's name and its knob in a point (a Triton model name never holds one: it is a
-directory's name)."""
 
 
 def knob_name(model: str, knob: str) -> str:

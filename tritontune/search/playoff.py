@@ -52,8 +52,9 @@ from typing import Any
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import SCREENING_NOISE, Measurement, MeasureSettings
+from tritontune.predict.calibration import CORE_KNOBS
 from tritontune.search.final_rounds import interleaved_rounds
-from tritontune.search.space import GRAPH_LEVEL, effective_point
+from tritontune.search.space import GRAPH_LEVEL, bare_knob, effective_point
 from tritontune.serving.bench import Bench
 from tritontune.study.duet import Verdict, decide, duet, paired_ratios
 from tritontune.study.figures import Interval, PlayoffEntry, PlayoffResult, RoundFigure, by_round
@@ -135,20 +136,15 @@ def finalists(ranked: Sequence[TrialResult], top: int) -> list[TrialResult]:
 
 
 #: What a contender's way of using the compute is: a close trial of each one enters the playoff.
-COMPUTE_KNOBS = ("precision", "instance_kind", "instance_count", "intra_op_thread_count")
-
-
-def _knob(name: str) -> str:
-    """A knob's name without a pipeline's or group's ``MODEL/`` prefix."""
-    return name.rpartition("/")[2]
+COMPUTE_KNOBS = ("precision", "instance_kind", *CORE_KNOBS)
 
 
 def _compute_use(point: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, v) for k, v in point.items() if _knob(k) in COMPUTE_KNOBS))
+    return tuple(sorted((k, v) for k, v in point.items() if bare_knob(k) in COMPUTE_KNOBS))
 
 
 def _without_graph_level(point: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in effective_point(point).items() if _knob(k) != GRAPH_LEVEL}
+    return {k: v for k, v in effective_point(point).items() if bare_knob(k) != GRAPH_LEVEL}
 
 
 def held(rounds: Sequence[RoundFigure], slo_p99_s: float) -> bool:

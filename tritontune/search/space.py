@@ -165,6 +165,16 @@ ANY_BATCH_SIZE = "any"
 GRAPH_LEVEL = "graph_optimization"
 
 
+#: Between a model's name and its knob in a pipeline's or group's point (a Triton model name never
+#: holds one: it is a directory's name).
+SEPARATOR = "/"
+
+
+def bare_knob(name: str) -> str:
+    """A point's knob name without a pipeline's or group's ``MODEL/`` prefix."""
+    return name.rpartition(SEPARATOR)[2]
+
+
 def effective_point(point: Mapping[str, Any]) -> dict[str, Any]:
     """``point`` with the knobs that change nothing in the config it stands for made equal, so
     that two points of one config are measured once (the loop's and the prediction's "known
@@ -180,7 +190,7 @@ def effective_point(point: Mapping[str, Any]) -> dict[str, Any]:
     (:meth:`SearchSpace.suggest`)."""
     out = dict(point)
     for name, value in point.items():
-        if name.rpartition("/")[2] != "dynamic_batching" or value is not False:
+        if bare_knob(name) != "dynamic_batching" or value is not False:
             continue
         size = name.removesuffix("dynamic_batching") + "max_batch_size"
         if isinstance(out.get(size), int) and out[size] > 0:
