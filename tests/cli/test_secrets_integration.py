@@ -19,6 +19,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from tests.conftest import SENTINEL_PASSWORD
+from tests.measuring import FAST_OPTIONS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -69,7 +70,7 @@ def test_the_storage_password_is_nowhere(
     assert shown != url
     (tmp_path / "space.yaml").write_text(SPACE)
     outputs: list[str] = []
-    fast = ["--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3", "--max-load", "4"]
+    fast = [*FAST_OPTIONS, "--max-load", "4"]
     search = [
         "search", "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
         "--trials", "1", "--space", "space.yaml", "--study", "secret", "--seed", "1",

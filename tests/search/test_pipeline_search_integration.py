@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PipelineStudy
-from tests.measuring import FAST
+from tests.measuring import FAST, FAST_OPTIONS
 from tests.pipelines import BLS, PIPELINE, STEPS, write_bls, write_pipeline
 from tritontune.config.pipeline import PipelineVariant, configs_from_text
 from tritontune.config.variant import Variant
@@ -186,7 +186,7 @@ def test_a_space_file_fixes_one_models_knobs_while_the_others_are_searched(
     command = [
         "search", "-r", str(pipeline_repository), "-m", PIPELINE, "--slo-p99", "100ms",
         "--space", str(space), "--trials", "2", "--seed", "5", "--max-load", "1",
-        "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3", "--playoff-top", "0",
+        *FAST_OPTIONS, "--playoff-top", "0",
         "--storage", storage, "--study", "fixed", "--results", str(results),
     ]  # fmt: skip
     runner = CliRunner()

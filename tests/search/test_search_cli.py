@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.conftest import tritonserver_processes
+from tests.measuring import FAST_OPTIONS
 from tritontune.cli import app
 from tritontune.study.handle import TuningStudy
 
@@ -268,7 +269,7 @@ def test_ctrl_c_then_the_same_command_resumes(
         sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
-        "--results", str(results), "--warmup", "0.2s", "--window", "0.3s", "--max-windows", "3",
+        "--results", str(results), *FAST_OPTIONS,
         "--playoff-top", "1", "--playoff-rounds", "1", "--max-load", "4",
     ]  # fmt: skip
     before = set(tritonserver_processes(own_servers))

@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
 from tests.groups import MODELS, two_model_repository
 from tests.groups import WORKLOAD as GROUP_WORKLOAD
+from tests.measuring import FAST_OPTIONS
 from tests.pipelines import BLS, PIPELINE, write_bls, write_pipeline
 from tests.studies import read_study
 from tritontune.errors import InputError
@@ -46,7 +47,7 @@ KILLED_BUDGET = 2
 TIMEOUT_S = 300
 #: Short windows, one interleaved round for the top trial: what is under test is who measures
 #: what, not the figures.
-FAST = ["--warmup", "0.2s", "--window", "0.3s", "--playoff-top", "1", "--playoff-rounds", "1"]
+FAST = [*FAST_OPTIONS, "--playoff-top", "1", "--playoff-rounds", "1"]
 
 
 def start_search(tmp_path: Path, storage: str, seed: int, args: list[str]) -> subprocess.Popen:
@@ -72,7 +73,7 @@ def start_worker(
         [
             "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
             "--trials", str(budget), "--space", str(space), "--study", study,
-            "--max-windows", "3", "--max-load", "4", "--results", str(tmp_path / f"results-{seed}.json"),
+            "--max-load", "4", "--results", str(tmp_path / f"results-{seed}.json"),
         ],
     )  # fmt: skip
 
@@ -180,7 +181,7 @@ def test_two_workers_share_one_pipeline_study(kind: str, tmp_path: Path):
 
     args = [
         "-r", str(repository), "-m", entry, *composing, "--slo-p99", "100ms", "--trials", "2",
-        "--study", "pipe", "--max-windows", "3", "--max-load", "4",
+        "--study", "pipe", "--max-load", "4",
     ]  # fmt: skip
     for worker in [start_search(tmp_path, storage, seed, args) for seed in (1, 2)]:
         finish(worker, tmp_path)
@@ -211,7 +212,7 @@ def start_workload_worker(
         [
             "-r", str(example_repository), "-m", "mlp", "--workload", str(WORKLOAD),
             "--layout", "shared", "--trials", "2", "--space", str(space), "--study", "mixed",
-            "--max-windows", "3", "--start-rate", "400", "--max-load", "400",
+            "--start-rate", "400", "--max-load", "400",
         ],
     )  # fmt: skip
 
@@ -253,7 +254,7 @@ def test_two_workers_of_one_group_study_run_its_final_rounds_once(example_reposi
     args = [
         "-r", str(repository), "--workload", str(tmp_path / "two.yaml"), "--trials", "2",
         "--space", str(tmp_path / "group-space.yaml"), "--study", "group",
-        "--max-windows", "3", "--start-rate", "400", "--max-load", "400",
+        "--start-rate", "400", "--max-load", "400",
     ]  # fmt: skip
     for worker in [start_search(tmp_path, storage, seed, args) for seed in (1, 2)]:
         finish(worker, tmp_path)
