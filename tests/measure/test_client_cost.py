@@ -24,6 +24,9 @@ linux_only = pytest.mark.skipif(
     not os.path.exists(f"/proc/{os.getpid()}/task"), reason="schedstat is Linux's"
 )
 
+# A loop's slack and its core's burners are real: another test beside it would take that core.
+pytestmark = pytest.mark.alone
+
 
 def test_a_window_is_client_bound_only_when_the_loop_had_no_slack_and_it_showed():
     busy_and_late = ClientWindow(1.0, 0.9, 1000, LOOP_DEMAND_LIMIT, CLIENT_LAG_LIMIT_S)

@@ -19,6 +19,9 @@ from tritontune.measure.interference import (
 
 BURN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
 
+# The probe reads every process's CPU use: another test beside it would be a tenant.
+pytestmark = pytest.mark.alone
+
 
 def burner(seconds: float) -> subprocess.Popen:
     """Another tenant of the machine: started through a shell that exits at once, so the burner
