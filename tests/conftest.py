@@ -322,6 +322,7 @@ def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     """One real search of the small pipeline on the real bundled tritonserver (3 trials, a
     2-round playoff of the top trial and the baseline), shared by the pipeline tests of search,
     export and check (read only)."""
+    from tests.measuring import FAST as fast
     from tests.pipelines import PIPELINE, write_pipeline
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
@@ -329,7 +330,6 @@ def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     from tritontune.serving.opening import open_session
 
     repository = write_pipeline(tmp_path_factory.mktemp("pipeline") / "model_repository")
-    from tests.measuring import FAST as fast
 
     storage = f"sqlite:///{repository.parent / 'studies.db'}"
     settings = SearchSettings(
@@ -353,6 +353,7 @@ def pipeline_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
 def bls_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     """One real search of a BLS model and the two models it calls (``tests/pipelines.py``), 2
     trials and no playoff, shared by the BLS tests of search, export and check (read only)."""
+    from tests.measuring import FAST as fast
     from tests.pipelines import BLS, STEPS, write_bls
     from tritontune.search.optimize import SearchSettings, run_search
     from tritontune.search.playoff import PlayoffSettings
@@ -360,7 +361,6 @@ def bls_study(tmp_path_factory: pytest.TempPathFactory) -> PipelineStudy:
     from tritontune.serving.opening import open_session
 
     repository = write_bls(tmp_path_factory.mktemp("bls") / "model_repository")
-    from tests.measuring import FAST as fast
 
     settings = SearchSettings(
         slo_p99_s=0.100,

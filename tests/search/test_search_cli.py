@@ -67,6 +67,7 @@ WORKLOAD = Path(__file__).parents[2] / "examples" / "workloads" / "interactive-b
         (["--max-load", "10"], "--max-load: 10 req/s is below --start-rate 20: a capacity ramp"),
         (["--batch-size", "4"], "--batch-size: not with --workload"),
         (["--playoff-top", "0"], "--playoff-top: at least 1 with --workload"),
+        (["--playoff-extra-rounds", "0"], "--playoff-extra-rounds: not with --workload"),
         (["--load-engine", "perf_analyzer"], "--load-engine perf_analyzer measures one class"),
         (["--csv", "levels.csv"], "--csv: not with --workload"),
         (["--peak-qps", "100"], "--peak-qps: not with --workload"),
@@ -270,7 +271,8 @@ def test_ctrl_c_then_the_same_command_resumes(
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
         "--results", str(results), *FAST_OPTIONS,
-        "--playoff-top", "1", "--playoff-rounds", "1", "--max-load", "4",
+        "--playoff-top", "1", "--playoff-rounds", "1", "--playoff-extra-rounds", "0",
+        "--max-load", "4",
     ]  # fmt: skip
     before = set(tritonserver_processes(own_servers))
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -219,12 +219,21 @@ def search(
     playoff_rounds: Annotated[
         int,
         typer.Option(
-            help="Interleaved rounds of the playoff (per stage; up to "
-            f"{MAX_EXTRA_ROUNDS} more of the leader and any contender whose order against it is "
-            "uncertain).",
+            help="Interleaved rounds of the playoff (per stage; then up to "
+            "--playoff-extra-rounds more of the leader and any contender whose order against it "
+            "is uncertain).",
             min=1,
         ),
     ] = PLAYOFF_ROUNDS,
+    playoff_extra_rounds: Annotated[
+        int,
+        typer.Option(
+            help="At most this many more interleaved rounds of the leader and the contenders "
+            "whose order against it is still uncertain after the playoff's rounds (0: none; the "
+            "higher median then wins, and the output says the order was uncertain).",
+            min=0,
+        ),
+    ] = MAX_EXTRA_ROUNDS,
     report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
     csv_out: CsvOption = None,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
@@ -335,7 +344,9 @@ def search(
             host_group=host_group,
             accuracy=_accuracy(precision_checks, space),
             measure=measure,
-            playoff=PlayoffSettings(playoff_top, playoff_rounds, PLAYOFF_MEASURE),
+            playoff=PlayoffSettings(
+                playoff_top, playoff_rounds, PLAYOFF_MEASURE, extra_rounds=playoff_extra_rounds
+            ),
             strategy=strategy,
         )
         study_name = settings.study_name_for(model)
@@ -413,6 +424,8 @@ WORKLOAD_REFUSES = {
     "peak_qps": "not with --workload: the report of a workload search plans per class (--report)",
     "strategy": "not with --workload yet: --strategy predict ranks single-class operating points",
     "composing": "not with --workload yet: a pipeline is searched with one class of load",
+    "playoff_extra_rounds": "not with --workload: its final rounds are --playoff-rounds, each a "
+    "capacity search",
 }
 
 
@@ -456,7 +469,7 @@ def _search_with_progress(
             bar.update(task, description="playoff", status="")
             err_console.print(
                 f"playoff: {names}, {rounds} interleaved rounds at their operating loads "
-                f"(up to {MAX_EXTRA_ROUNDS} more where an order is uncertain)",
+                f"(up to {settings.playoff.extra_rounds} more where an order is uncertain)",
                 highlight=False,
             )
 

@@ -61,6 +61,9 @@ EXECUTION_KNOBS = (
 )
 #: The knobs whose settings compete for the server's cores (see the module docstring).
 CORE_KNOBS = ("instance_count", "intra_op_thread_count")
+#: How a setting splits the host's compute: where its instances run, how many, with how many
+#: threads each (settings alike in these compete for the cores alike).
+SPLIT_KNOBS = ("instance_kind", *CORE_KNOBS)
 #: A batch size's mean is used only when it came from at least this many executions.
 MIN_EXECUTIONS = 3
 #: z of the 99th percentile of a normal distribution (the spread is fitted as a lognormal).

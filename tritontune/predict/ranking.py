@@ -33,6 +33,7 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.batcher import CLIENT_JITTER, BatcherConfig, operating_point
 from tritontune.predict.calibration import (
     CORE_KNOBS,
+    SPLIT_KNOBS,
     Calibration,
     Derivation,
     Prediction,
@@ -253,7 +254,7 @@ def core_group(setting: str) -> str | None:
     knobs = _knobs(setting)
     if not any(name in knobs for name in CORE_KNOBS):
         return None
-    return setting_key({name: knobs.get(name) for name in (*CORE_KNOBS, "instance_kind")})
+    return setting_key({name: knobs.get(name) for name in SPLIT_KNOBS})
 
 
 @dataclass

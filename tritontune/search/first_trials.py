@@ -79,7 +79,7 @@ from optuna.trial import FrozenTrial
 
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.measurement import SCREENING_NOISE
-from tritontune.predict.calibration import CORE_KNOBS
+from tritontune.predict.calibration import SPLIT_KNOBS
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import GRAPH_LEVEL, Dimension, IntRange, SearchSpace, effective_point
 from tritontune.study.coordination import point_key
@@ -310,7 +310,7 @@ class FirstTrials:
         self, results: Sequence[TrialResult], earlier: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         levels = self._graph_levels()
-        measured = sorted(_measured(results, earlier), key=lambda m: (m[0], m[1]), reverse=True)
+        measured = _ranked(results, earlier)
         if not measured or len(levels) < 2:
             return []
         feasible, figure, best = measured[0]
@@ -322,7 +322,7 @@ class FirstTrials:
                 if feasible
                 and ok
                 and value >= (1 - SCREENING_NOISE) * figure
-                and _core_split(point) != _core_split(best)
+                and _split(point) != _split(best)
             ),
             None,
         )
@@ -443,20 +443,25 @@ def _measured(
     ]
 
 
+def _ranked(
+    results: Sequence[TrialResult], points: Sequence[Mapping[str, Any]]
+) -> list[tuple[bool, float, Mapping[str, Any]]]:
+    """:func:`_measured`, best first: those that met their objective (the SLO, or a workload's)
+    first, then the most served; the earlier trial first on a tie."""
+    return sorted(_measured(results, points), key=lambda m: (m[0], m[1]), reverse=True)
+
+
 def _best_measured(
     results: Sequence[TrialResult], points: Sequence[Mapping[str, Any]]
 ) -> Mapping[str, Any] | None:
-    """The one of ``points`` whose measured trial served most (met its objective first: the
-    SLO, or a workload's); the first such trial on a tie; None while none of them is measured."""
-    measured = _measured(results, points)
-    if not measured:
-        return None
-    return max(measured, key=lambda m: (m[0], m[1]))[2]
+    """The first of :func:`_ranked`; None while none of ``points`` is measured."""
+    ranked = _ranked(results, points)
+    return ranked[0][2] if ranked else None
 
 
-def _core_split(point: Mapping[str, Any]) -> tuple[Any, ...]:
-    """How ``point`` shares the host's compute: its instance kind, count and threads each."""
-    return tuple(point.get(knob) for knob in ("instance_kind", *CORE_KNOBS))
+def _split(point: Mapping[str, Any]) -> tuple[Any, ...]:
+    """How ``point`` splits the host's compute (:data:`SPLIT_KNOBS`)."""
+    return tuple(point.get(knob) for knob in SPLIT_KNOBS)
 
 
 def _has(taken: Mapping[str, Any], point: Mapping[str, Any]) -> bool:

@@ -52,7 +52,7 @@ from typing import Any
 from tritontune.config.variant import Variant
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.measure.measurement import SCREENING_NOISE, Measurement, MeasureSettings
-from tritontune.predict.calibration import CORE_KNOBS
+from tritontune.predict.calibration import SPLIT_KNOBS
 from tritontune.search.final_rounds import interleaved_rounds
 from tritontune.search.space import GRAPH_LEVEL, bare_knob, effective_point
 from tritontune.serving.bench import Bench
@@ -136,7 +136,7 @@ def finalists(ranked: Sequence[TrialResult], top: int) -> list[TrialResult]:
 
 
 #: What a contender's way of using the compute is: a close trial of each one enters the playoff.
-COMPUTE_KNOBS = ("precision", "instance_kind", *CORE_KNOBS)
+COMPUTE_KNOBS = ("precision", *SPLIT_KNOBS)
 
 
 def _compute_use(point: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
