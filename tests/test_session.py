@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.measuring import FAST
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import ConfigError, InputError
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.request_shape import RequestShape
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.serving.bench import Bench
@@ -20,8 +20,6 @@ from tritontune.serving.faults import with_restarts
 from tritontune.serving.session import TuningSession
 
 pytestmark = pytest.mark.integration
-
-FAST = MeasureSettings(warmup_s=0.3, window_s=0.3, max_windows=3)
 
 
 def test_server_crash_is_survived_with_a_restart(example_repository: Path, tmp_path: Path):

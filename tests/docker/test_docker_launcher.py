@@ -15,18 +15,17 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.docker.image import ensure_image
+from tests.measuring import FAST
 from tritontune.cli import app
 from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.errors import ServerDiedError, ServerError
 from tritontune.measure.loadgen import LoadSpec
-from tritontune.measure.measurement import MeasureSettings
 from tritontune.server.docker import LABEL, PID_LABEL, DockerSettings, DockerTritonLauncher
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.serving.session import TuningSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
-FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=50, max_windows=5)
 runner = CliRunner()
 
 
