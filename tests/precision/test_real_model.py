@@ -16,7 +16,7 @@ from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Precision
 from tritontune.errors import InputError
 from tritontune.precision.accuracy import OutputKind, compare_models, judge
-from tritontune.precision.convert import build_variant
+from tritontune.precision.convert import build_variant, cache_dir
 from tritontune.precision.prepare import AccuracySettings, precision_data, prepare_precisions
 from tritontune.precision.recipe import Calibration, KeepFloat, ModelFamily, Recipe, model_family
 
@@ -30,8 +30,12 @@ def source(real_model: RealModel):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("precision-cache")
+def cache() -> Path:
+    """The cache a search uses: the variants built here (this model, its data, the recipes a
+    search tries first) are the ones the searches of the real model in this suite build too, and
+    each takes up to 20 s to build, so each is built once a run. Its keys are the model's, the
+    recipe's and the calibration data's digests: a variant found there is the one asked for."""
+    return cache_dir()
 
 
 def test_the_onnx_export_gives_the_reference_embeddings(real_model: RealModel, source):

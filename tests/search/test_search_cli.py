@@ -216,9 +216,11 @@ def _export_and_check_the_workload(storage: str, data: dict, tmp_path: Path) -> 
             rates = text["workload"]["capacity"]["rounds_total_rate_per_s"]
             text["workload"]["capacity"]["rounds_total_rate_per_s"] = [50 * r for r in rates]
             record.write_text(yaml.safe_dump(text))
-        failed = runner.invoke(
-            app, ["check", str(out), "--tolerance", "50%", "--rounds", "1", "--window", "0.5s"]
-        )
+        failed = runner.invoke(  # (--junit: the failed check's server log is kept beside it)
+            app,
+            ["check", str(out), "--tolerance", "50%", "--rounds", "1", "--window", "0.5s",
+             "--junit", str(tmp_path / "failed.xml")],
+        )  # fmt: skip
         assert failed.exit_code == 1, failed.output
         assert "missed its objective" in failed.output
 

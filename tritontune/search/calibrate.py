@@ -1,13 +1,15 @@
 """Calibration through the real server: each execution setting's service time per batch size.
 
-For one execution setting (:mod:`tritontune.predict.calibration`) the model is loaded with a
-batcher that takes whatever is queued (dynamic batching, no delay, the space's largest batch size)
-and measured at closed-loop concurrencies 1, then ``k, 2k, 4k, ...`` for ``k`` instances, up to
-twice the largest batch per instance: every instance stays busy, and the batches formed span the
-sizes the space can use. Triton's statistics for each level (``batch_stats``) give executions and
-compute time by batch size; they are pooled over the levels. The concurrency-1 level has no
-queue and single-request batches, so its latency minus Triton's queue and compute time is the
-time spent outside the server, and its tail gives the spread.
+For one execution setting (:mod:`tritontune.predict.calibration`) the model is loaded with a batcher
+that takes whatever is queued (dynamic batching, no delay, the space's largest batch size) and
+measured at closed-loop concurrencies 1, then ``k, 4k, 16k, ...`` for ``k`` instances, up to twice
+the largest batch per instance: every instance stays busy, and the batches formed span the sizes the
+space can use. Under an SLO the levels stop rising once the largest batches took the SLO to compute,
+and a level is aimed there: where the batches measured so far put the batch that takes the SLO below
+the next step, the next level is the concurrency that forms it. Triton's statistics for each level
+(``batch_stats``) give executions and compute time by batch size; they are pooled over the levels.
+The concurrency-1 level has no queue and single-request batches, so its latency minus Triton's queue
+and compute time is the time spent outside the server, and its tail gives the spread.
 
 A setting takes a config switch and a handful of short levels (a few seconds on the example, tens
 of seconds on a transformer); the study keeps each as it is done (:meth:`TuningStudy.save_calibration`),
@@ -16,6 +18,7 @@ so an interrupted calibration resumes where it stopped and other workers reuse i
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -100,7 +103,9 @@ def calibrate_setting(
     samples: list[tuple[int, int, float]] = []
     overhead_s, cv, levels = 0.0, 0.0, 0
     fastest, busy_at_fastest = 0.0, 1.0
-    for load in calibration_loads(instances, max_batch_size):
+    ladder = calibration_loads(instances, max_batch_size)
+    load: int | None = ladder[0]
+    while load is not None:
         measured = bench.measure(LoadSpec.concurrency(load), settings)
         levels += 1
         if on_level is not None:
@@ -120,6 +125,7 @@ def calibrate_setting(
             busy_at_fastest = compute_s * measured.request_rate / server.requests / instances
         if slo_p99_s is not None and load > 1 and _largest_batch_s(level) >= slo_p99_s:
             break
+        load = _next_load(ladder, load, samples, instances, slo_p99_s)
     points = fit_points(samples)
     if not points:
         raise ServerError(
@@ -136,6 +142,41 @@ def calibrate_setting(
         levels=levels,
         seconds=time.monotonic() - started,
     )
+
+
+def _next_load(
+    ladder: list[int],
+    load: int,
+    samples: list[tuple[int, int, float]],
+    instances: int,
+    slo_p99_s: float | None,
+) -> int | None:
+    """The ladder's next concurrency after ``load`` (None after its last), or, under an SLO, a
+    lower one that forms the batches that take the SLO to compute, when the line through the two
+    largest batch sizes measured so far puts them below the ladder's next step. On MiniLM in INT8
+    (batches of 1-3 in 27-79 ms, SLO 100 ms), the step from 4 to 16 formed batches of 14 that
+    took 377 ms each: 19-22 s of a setting's calibration, for a size no config under the SLO
+    runs."""
+    higher = [step for step in ladder if step > load]
+    if not higher:
+        return None
+    aimed = _load_at_slo(samples, instances, slo_p99_s) if slo_p99_s is not None else None
+    return aimed if aimed is not None and load < aimed < higher[0] else higher[0]
+
+
+def _load_at_slo(samples: list[tuple[int, int, float]], instances: int, slo_p99_s: float) -> int | None:
+    """The concurrency that gives each instance the batch taking ``slo_p99_s`` to compute and one
+    request more waiting, from the line through the two largest batch points of ``samples``; None
+    while they can't tell (one batch size, or a line that does not rise)."""
+    points = fit_points(samples)
+    if len(points) < 2:
+        return None
+    small, large = points[-2], points[-1]
+    slope = (large.mean_s - small.mean_s) / (large.batch_size - small.batch_size)
+    if slope <= 0:
+        return None
+    batch = math.ceil(large.batch_size + (slo_p99_s - large.mean_s) / slope)
+    return instances * (max(batch, 1) + 1)
 
 
 def _largest_batch_s(level: list[tuple[int, int, float]]) -> float:
