@@ -105,6 +105,7 @@ def calibrate_setting(
     fastest, busy_at_fastest = 0.0, 1.0
     ladder = calibration_loads(instances, max_batch_size)
     load: int | None = ladder[0]
+    aimed = False
     while load is not None:
         measured = bench.measure(LoadSpec.concurrency(load), settings)
         levels += 1
@@ -125,7 +126,9 @@ def calibrate_setting(
             busy_at_fastest = compute_s * measured.request_rate / server.requests / instances
         if slo_p99_s is not None and load > 1 and _largest_batch_s(level) >= slo_p99_s:
             break
-        load = _next_load(ladder, load, samples, instances, slo_p99_s)
+        step = _next_load(ladder, load, samples, instances, None if aimed else slo_p99_s)
+        aimed = aimed or (step is not None and step not in ladder)
+        load = step
     points = fit_points(samples)
     if not points:
         raise ServerError(
@@ -155,8 +158,9 @@ def _next_load(
     lower one that forms the batches that take the SLO to compute, when the line through the two
     largest batch sizes measured so far puts them below the ladder's next step. On MiniLM in INT8
     (batches of 1-3 in 27-79 ms, SLO 100 ms), the step from 4 to 16 formed batches of 14 that
-    took 377 ms each: 19-22 s of a setting's calibration, for a size no config under the SLO
-    runs."""
+    took 367-467 ms each: 19-22 s of a setting's calibration, for a size no config under the SLO
+    runs. The caller aims once (``slo_p99_s`` None after): a level aimed just past the last one
+    formed batches no larger, and aiming again crept up one request a level."""
     higher = [step for step in ladder if step > load]
     if not higher:
         return None
@@ -165,9 +169,11 @@ def _next_load(
 
 
 def _load_at_slo(samples: list[tuple[int, int, float]], instances: int, slo_p99_s: float) -> int | None:
-    """The concurrency that gives each instance the batch taking ``slo_p99_s`` to compute and one
-    request more waiting, from the line through the two largest batch points of ``samples``; None
-    while they can't tell (one batch size, or a line that does not rise)."""
+    """The concurrency that gives each instance a batch taking ``slo_p99_s`` to compute and as
+    many requests waiting (a closed loop on one instance splits its requests between the batch
+    running and the next one, so that the larger of the two is at least half), from the line
+    through the two largest batch points of ``samples``; None while they can't tell (one batch
+    size, or a line that does not rise)."""
     points = fit_points(samples)
     if len(points) < 2:
         return None
@@ -176,7 +182,7 @@ def _load_at_slo(samples: list[tuple[int, int, float]], instances: int, slo_p99_
     if slope <= 0:
         return None
     batch = math.ceil(large.batch_size + (slo_p99_s - large.mean_s) / slope)
-    return instances * (max(batch, 1) + 1)
+    return 2 * instances * max(batch, 1)
 
 
 def _largest_batch_s(level: list[tuple[int, int, float]]) -> float:
