@@ -6,7 +6,12 @@ import pytest
 
 from tests.fakes import SimulatedSession
 from tests.search.test_predicted import CURVES, SPACE
-from tritontune.search.calibrate import _load_at_slo, calibrate_setting, calibration_loads
+from tritontune.search.calibrate import (
+    _load_at_slo,
+    _took_the_slo,
+    calibrate_setting,
+    calibration_loads,
+)
 
 
 def test_the_load_at_the_slo_comes_from_the_two_largest_batches():
@@ -19,6 +24,18 @@ def test_the_load_at_the_slo_comes_from_the_two_largest_batches():
     assert _load_at_slo(samples[:1], 1, 0.100) is None  # one size: no line yet
     flat = [(1, 20, 20 * 0.030), (2, 12, 12 * 0.030)]
     assert _load_at_slo(flat, 1, 0.100) is None  # a line that does not rise says nothing
+
+
+def test_a_level_took_the_slo_when_its_largest_batches_did_or_enough_slow_ones_together():
+    """At concurrency 16 on MiniLM in INT8 (100 ms SLO), batches of 10-15 ran once or twice each
+    at 300-470 ms: no size 3 times, but together past the SLO, 3 times and more."""
+    frequent = [(1, 30, 30 * 0.027), (3, 5, 5 * 0.105)]
+    assert _took_the_slo(frequent, 0.100)
+    assert not _took_the_slo(frequent, 0.110)
+    rare = [(1, 30, 30 * 0.027), (12, 1, 0.33), (13, 2, 2 * 0.35), (14, 1, 0.37)]
+    assert _took_the_slo(rare, 0.100)  # 4 executions of batches over 100 ms in all
+    one_slow = [(1, 30, 30 * 0.027), (2, 10, 10 * 0.053), (4, 1, 0.40)]
+    assert not _took_the_slo(one_slow, 0.100)  # one execution, maybe a busy moment
 
 
 def test_the_last_level_is_aimed_at_the_batch_that_takes_the_slo(example_repository):
