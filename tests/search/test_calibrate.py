@@ -6,6 +6,7 @@ import pytest
 
 from tests.fakes import SimulatedSession
 from tests.search.test_predicted import CURVES, SPACE
+from tritontune.config.repository import load_model_source
 from tritontune.search.calibrate import (
     _load_at_slo,
     _took_the_slo,
@@ -26,6 +27,12 @@ def test_the_load_at_the_slo_comes_from_the_two_largest_batches():
     assert _load_at_slo(flat, 1, 0.100) is None  # a line that does not rise says nothing
 
 
+@pytest.fixture
+def session(example_repository) -> SimulatedSession:
+    """A server whose batches of 1 to 64 take 4 to 65 ms, one batch of all that is queued."""
+    return SimulatedSession(load_model_source(example_repository, "mlp"), CURVES)
+
+
 def test_a_level_took_the_slo_when_its_largest_batches_did_or_enough_slow_ones_together():
     """At concurrency 16 on MiniLM in INT8 (100 ms SLO), batches of 10-15 ran once or twice each
     at 300-470 ms: no size 3 times, but together past the SLO, 3 times and more."""
@@ -38,13 +45,10 @@ def test_a_level_took_the_slo_when_its_largest_batches_did_or_enough_slow_ones_t
     assert not _took_the_slo(one_slow, 0.100)  # one execution, maybe a busy moment
 
 
-def test_the_last_level_is_aimed_at_the_batch_that_takes_the_slo(example_repository):
+def test_the_last_level_is_aimed_at_the_batch_that_takes_the_slo(session: SimulatedSession):
     """Batches of 1 to 64 take 4 to 65 ms here (and this server forms one batch of all that is
     queued). Under a 20 ms SLO the ladder would go from 16 to 64 (batches of 64, 65 ms each); the
     level after 16 is aimed at the batches that take 20 ms instead, and is the last."""
-    from tritontune.config.repository import load_model_source
-
-    session = SimulatedSession(load_model_source(example_repository, "mlp"), CURVES)
     loads: list[int] = []
     aimed = calibrate_setting(
         session, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.020,
@@ -64,10 +68,9 @@ def test_the_last_level_is_aimed_at_the_batch_that_takes_the_slo(example_reposit
 
 
 @pytest.mark.parametrize("slo", [0.005, 0.5])
-def test_an_slo_below_every_batch_or_above_them_all_keeps_the_ladder_bounds(example_repository, slo):
-    from tritontune.config.repository import load_model_source
-
-    session = SimulatedSession(load_model_source(example_repository, "mlp"), CURVES)
+def test_an_slo_below_every_batch_or_above_them_all_keeps_the_ladder_bounds(
+    session: SimulatedSession, slo: float
+):
     loads: list[int] = []
     calibrate_setting(
         session, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=slo,

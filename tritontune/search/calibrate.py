@@ -186,15 +186,11 @@ def _load_at_slo(samples: list[tuple[int, int, float]], instances: int, slo_p99_
 
 
 def _took_the_slo(level: list[tuple[int, int, float]], slo_p99_s: float) -> bool:
-    """Whether a level's largest batches took ``slo_p99_s`` or more to compute: its largest size
-    executed at least :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` times, or batches of
-    any sizes that each took that long, as many executions together. Large batches of a slow
-    model run a few times a level: on MiniLM in INT8 (100 ms SLO) batches of 10-15 took 367-467 ms
-    at concurrency 16, none of them 3 times, and the levels went on to 64 and 256 (18-22 s of a
-    setting's calibration, for batches no config under the SLO runs). One execution alone is not
-    enough: a busy moment can stretch it."""
-    frequent = [(size, total / runs) for size, runs, total in level if runs >= MIN_EXECUTIONS]
-    if frequent and max(frequent)[1] >= slo_p99_s:
-        return True
+    """Whether a level's largest batches took ``slo_p99_s`` or more to compute: batches of any sizes
+    that each took that long ran :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` times
+    together, one size or several. Large batches of a slow model run a few times a level: on MiniLM
+    in INT8 (100 ms SLO) batches of 10-15 took 367-467 ms at concurrency 16, none of them 3 times,
+    and the levels went on to 64 and 256 (18-22 s of a setting's calibration, for batches no config
+    under the SLO runs). One execution alone is not enough: a busy moment can stretch it."""
     slow = sum(runs for _size, runs, total in level if runs > 0 and total / runs >= slo_p99_s)
     return slow >= MIN_EXECUTIONS
