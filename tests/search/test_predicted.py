@@ -88,10 +88,15 @@ def test_predict_finds_the_best_config_with_few_measurements(source):
     assert len(record.results) == 4
     assert record.best is not None and record.best.throughput >= 0.9 * best_true
     # every trial kept what was predicted of it, and the prediction was close to the measurement
+    # and its walk over loads started at the predicted load (corrected), not at concurrency 1
     errors = []
     for trial in record.results:
         assert trial.predicted is not None and trial.predicted["setting"]
         errors.append(abs(trial.predicted["raw_throughput"] / trial.throughput - 1))
+        start = max(1, round(trial.predicted["load"] * trial.predicted["correction"]))
+        assert trial.operating_point is not None
+        loads = [level.load for level in trial.operating_point.levels]
+        assert start in loads and (start == 1 or 1 not in loads), loads
     assert statistics.median(errors) < 0.15
     # the calibration is in the study: both instance counts, several batch sizes each
     study = TuningStudy.of(optuna.load_study(study_name="p", storage=storage))

@@ -54,3 +54,12 @@ class Objective(Protocol):
         """Load ``variant`` and measure it. A server fault propagates (the loop's fault policy
         restarts the server and calls this again)."""
         ...
+
+
+class StartsNear(Objective, Protocol):
+    """An objective whose walk over loads can start where a prediction puts the answer
+    (``--strategy predict`` proposes configs with their predicted operating load)."""
+
+    def evaluate_near(self, bench: Bench, variant: Variant, load: float | None) -> Evaluation:
+        """:meth:`evaluate`, the walk starting at ``load`` (None: where it always starts)."""
+        ...

@@ -1,6 +1,7 @@
 """A config's operating point: the highest load whose p99 meets the SLO, and its throughput.
 
-Found with few measurements (background.md, "The method"): start at the lowest load, ramp up
+Found with few measurements (background.md, "The method"): start at the lowest load (or where
+a prediction puts the answer), ramp up
 geometrically (8x while p99 is under an eighth of the SLO, 4x while under half, else 2x), stop as
 soon as p99 crosses the SLO or throughput stops growing (past saturation more load only adds
 queueing), then bisect (twice at most) between the last load that met the SLO and the first that

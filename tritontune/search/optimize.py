@@ -278,7 +278,10 @@ class SloObjective:
         return self.space.to_variant(dict(point))
 
     def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
-        point, switch_s = measure_operating_point(bench, variant, self.settings)
+        return self.evaluate_near(bench, variant, None)
+
+    def evaluate_near(self, bench: Bench, variant: Variant, load: float | None) -> Evaluation:
+        point, switch_s = measure_operating_point(bench, variant, self.settings, near=load)
         return Evaluation(point, switch_s)
 
 
@@ -320,7 +323,7 @@ def run_search(
         return checked
 
     def objective(searched: SearchSpace, phases: Phases) -> Objective:
-        slo: Objective = SloObjective(searched, settings)
+        slo = SloObjective(searched, settings)
         if settings.strategy != Strategy.PREDICT:
             return slo
         if isinstance(searched, PipelineSpace):
@@ -481,26 +484,33 @@ def _focus_on_bottleneck(
 
 
 def measure_operating_point(
-    session: Bench, variant: Variant, settings: SearchSettings
+    session: Bench, variant: Variant, settings: SearchSettings, near: float | None = None
 ) -> tuple[OperatingPoint, float | None]:
     """Load ``variant`` and find its operating point, exactly as a search trial does; returns it
-    and the seconds the switch to the config took."""
+    and the seconds the switch to the config took.
+
+    ``near``: the load a prediction puts the operating point at. The walk starts there instead
+    of at the bottom (a start that misses steps down, :mod:`tritontune.search.ramp`), sparing
+    the levels a ramp from concurrency 1 spends reaching it."""
     receipt = session.load(variant)
 
     def measure(spec: LoadSpec) -> Measurement:
         return session.measure(spec, settings.measure)
 
+    concurrency = settings.load_mode == LoadMode.CONCURRENCY
     start = 1.0
-    if settings.load_mode == LoadMode.RATE:
+    if near is not None and near > 0:
+        start = max(1.0, float(round(near)) if concurrency else near)
+    elif not concurrency:
         # Open loop needs a first rate: half of what one request at a time achieves.
         unloaded = session.measure(LoadSpec.concurrency(1), settings.measure)
         start = max(1.0, 0.5 * unloaded.request_rate)
+    max_load = settings.max_load or (DEFAULT_MAX_LOAD if concurrency else start * 256)
     point = find_operating_point(
         measure,
         settings.slo_p99_s,
         load_mode=settings.load_mode,
-        start=start,
-        max_load=settings.max_load
-        or (DEFAULT_MAX_LOAD if settings.load_mode == LoadMode.CONCURRENCY else start * 256),
+        start=min(start, max_load),
+        max_load=max_load,
     )
     return point, receipt.switch_s

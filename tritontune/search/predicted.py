@@ -59,7 +59,7 @@ from tritontune.search.grid import (
     execution_values,
     reference_setting,
 )
-from tritontune.search.objective import Evaluation, Objective
+from tritontune.search.objective import Evaluation, StartsNear
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import SearchSpace, effective_point
 from tritontune.serving.bench import Bench
@@ -290,12 +290,16 @@ def max_batch_size_of(space: SearchSpace, bench: Bench) -> int:
 
 @dataclass
 class PredictedObjective:
-    """Any objective, with each proposal's prediction kept in its trial (for the report's
-    predicted-vs-measured comparison); the figure is still ``inner``'s measurement."""
+    """An objective with each proposal's prediction kept in its trial (for the report's
+    predicted-vs-measured comparison); the figure is still ``inner``'s measurement, its walk over
+    loads started at the predicted load (corrected as the throughput is: at the SLO's latency, a
+    closed loop's concurrency scales with the throughput) rather than at the bottom."""
 
-    inner: Objective
+    inner: StartsNear
     sampler: PredictedSampler
     study: TuningStudy
+    _near: float | None = None
+    """The load the proposal being measured is predicted to serve at (None: not a proposal)."""
 
     @property
     def space(self) -> SearchSpace:
@@ -304,22 +308,24 @@ class PredictedObjective:
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         point = self.inner.suggest(trial)
         predicted = self.sampler.predictions.get(trial.number)
+        self._near = None
         if predicted is not None:
             self.study.save_prediction(trial, predicted)
+            self._near = float(predicted["load"]) * float(predicted["correction"])
         return point
 
     def variant(self, point: Mapping[str, Any]) -> Variant:
         return self.inner.variant(point)
 
     def evaluate(self, bench: Bench, variant: Variant) -> Evaluation:
-        return self.inner.evaluate(bench, variant)
+        return self.inner.evaluate_near(bench, variant, self._near)
 
 
 def use_prediction(
     study: TuningStudy,
     bench: Bench,
     space: SearchSpace,
-    objective: Objective,
+    objective: StartsNear,
     *,
     slo_p99_s: float,
     load_mode: LoadMode,
