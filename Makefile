@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline text-detector test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu
+.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline text-detector test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu gpu-host-venv gpu-cpu-plan
 
 setup: $(VENV)/.installed
 
@@ -156,11 +156,18 @@ gpu-check:
 # from PyPI, less PyTorch), then the check's CPU plan with the kit installed offline into it.
 PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12))
 GPU_HOST_VENV ?= /tmp/tritontune-gpu-host
-gpu-check-cpu: gpu-kit
+gpu-check-cpu: gpu-kit gpu-host-venv
+	$(MAKE) --no-print-directory gpu-cpu-plan
+
+# The two halves, apart: CI builds the kit and the venv (mostly downloads) while it lints, and
+# runs the plan later.
+gpu-host-venv:
 	@test -n "$(PY312)" || { echo "gpu-check-cpu: no Python 3.12 on this machine" >&2; exit 1; }
 	rm -rf $(GPU_HOST_VENV) && $(PY312) -m venv $(GPU_HOST_VENV)
 	$(GPU_HOST_VENV)/bin/pip install -q --disable-pip-version-check \
 	  $$(grep -v '^#' gpu/host-packages.txt | grep -v 'cpu-emulation: no' | awk 'NF {print $$1}')
+
+gpu-cpu-plan:
 	$(GPU_HOST_VENV)/bin/python gpu/check.py --cpu --out $(OUT) --kit gpu-kit --timeout 170
 
 clean:
