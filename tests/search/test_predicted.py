@@ -340,13 +340,14 @@ def test_a_miss_corrects_the_settings_sharing_its_cores_and_waits_for_another_se
     # over from the measured setting sharing its split) of a measured setting's next config, is
     # measured first; further off, the measured setting's config
     basic = '{"graph":"basic","instance_count":2,"intra_op_thread_count":2,"precision":"int8"}'
-    close = Ranking([predicted(int8, 200, 16), predicted(basic, 175, 16)], 2, 2, 0.0)
-    choice = choose_next(close, Corrections({int8: [1.0]}), set(), 0)
+    best = Ranking([predicted(int8, 200, 16), predicted(int8, 199, 4)], 2, 2, 0.0)
+    close = Ranking([predicted(basic, 175, 16)], 1, 1, 0.0)
+    choice = choose_next(best, Corrections({int8: [1.0]}), set(), 0, unmeasured=close)
     assert choice is not None and choice[0].setting == basic
-    far = Ranking([predicted(int8, 200, 16), predicted(basic, 165, 16)], 2, 2, 0.0)
-    choice = choose_next(far, Corrections({int8: [1.0]}), set(), 0)
+    far = Ranking([predicted(basic, 165, 16)], 1, 1, 0.0)
+    choice = choose_next(best, Corrections({int8: [1.0]}), set(), 0, unmeasured=far)
     assert choice is not None and choice[0].setting == int8
-    choice = choose_next(close, Corrections(), set(), 0)  # nothing measured: the best
+    choice = choose_next(best, Corrections(), set(), 0, unmeasured=close)  # nothing measured
     assert choice is not None and choice[0].setting == int8
 
 

@@ -107,11 +107,14 @@ def choose_next(
     proposals: int,
     missed: str | None = None,
     novel: Ranking | None = None,
+    unmeasured: Ranking | None = None,
 ) -> tuple[Predicted, float, float] | None:
     """The next config to measure and its corrected prediction and band (None: every config the
     ranking kept was measured). ``missed``: a setting not to propose now (while others are
     open). ``novel``: the ranking of the settings that would teach most
-    (:meth:`Corrections.novelty`), from which every :data:`EXPLORE_EVERY`-th proposal comes."""
+    (:meth:`Corrections.novelty`), from which every :data:`EXPLORE_EVERY`-th proposal comes.
+    ``unmeasured``: the ranking of the settings never measured, whose best an exploiting
+    proposal may take instead (:func:`_new_setting_first`)."""
 
     def open_of(candidates: Ranking | None) -> list[Predicted]:
         found = (  # taken: effective points (a config measured at another batch size is known)
@@ -128,32 +131,38 @@ def choose_next(
     explored = open_of(novel) if exploring else []
     if not ordered and not explored:
         return None
-    pick = explored[0] if explored else _new_setting_first(ordered, corrections)
+    if explored:
+        pick = explored[0]
+    elif ordered:
+        pick = _new_setting_first(ordered[0], open_of(unmeasured), corrections)
+    else:
+        return None
     band = corrections.band(pick.setting, pick.default_band)
     return pick, corrections.factor(pick.setting), band
 
 
-def _new_setting_first(ordered: list[Predicted], corrections: Corrections) -> Predicted:
-    """The best of ``ordered`` (best first), or, when its setting was measured, the best config
-    of a setting never measured that may be as good: its corrected prediction within its band of
-    the best's. Another config of a measured setting differs in the scheduler's knobs, which the
-    model tells apart by less than a measurement does; a new setting may be better.
+def _new_setting_first(
+    best: Predicted, unmeasured: list[Predicted], corrections: Corrections
+) -> Predicted:
+    """``best``, or, when its setting was measured, the best config of the settings never
+    measured (``unmeasured``, best first) if it may be as good: its corrected prediction within
+    its band of the best's. Another config of a measured setting differs in the scheduler's
+    knobs, which the model tells apart by less than a measurement does; a new setting may be
+    the better one.
 
     On MiniLM (p99 <= 100 ms) the best predictions were one setting's configs differing in a
-    preferred batch size or a queue delay (72.5 sentences/s), then the same split and precision
-    at the two other graph levels of onnxruntime, composed from FP32 calibrations and predicted
-    1-6 % lower: two of three exploiting trials measured the first setting again (within 3 % of
-    each other), and the level the best known config runs at was never measured."""
-    best = ordered[0]
-    if best.setting not in corrections.by_setting:
+    preferred batch size or a queue delay (72.5 sentences/s), the same split and precision at the
+    two other graph levels of onnxruntime, composed from FP32 calibrations, 1-6 % lower and
+    out of the 40 best: two of three exploiting trials measured the first setting again
+    (within 3 % of each other), and the level the best known config runs at was never
+    measured."""
+    if best.setting not in corrections.by_setting or not unmeasured:
         return best
     figure = best.throughput * corrections.factor(best.setting)
-    for candidate in ordered:
-        if candidate.setting in corrections.by_setting:
-            continue
-        band = corrections.band(candidate.setting, candidate.default_band)
-        if candidate.throughput * corrections.factor(candidate.setting) >= (1 - band) * figure:
-            return candidate
+    candidate = unmeasured[0]
+    band = corrections.band(candidate.setting, candidate.default_band)
+    if candidate.throughput * corrections.factor(candidate.setting) >= (1 - band) * figure:
+        return candidate
     return best
 
 
@@ -188,6 +197,13 @@ class PredictedSampler(ProposingSampler):
                 novel = ranked.rank(
                     corrections.factor, where=lambda key: corrections.novelty(key) == most
                 )
+        unmeasured = None
+        if novel is None and corrections.by_setting:
+            # the best configs of the settings never measured, from the whole space: another
+            # graph level of the best setting may not be among the best 40 configs at all
+            unmeasured = ranked.rank(
+                corrections.factor, where=lambda key: key not in corrections.by_setting
+            )
         choice = choose_next(
             ranked.rank(corrections.factor),
             corrections,
@@ -195,6 +211,7 @@ class PredictedSampler(ProposingSampler):
             proposals,
             missed_setting(results),
             novel,
+            unmeasured,
         )
         if choice is None:
             return None
