@@ -65,9 +65,7 @@ def search(
     point = best.get("operating_point") or {}
     playoff = data.get("playoff") or {}
     winner = next((e for e in playoff.get("entries", []) if e.get("trial") == best.get("trial")), {})
-    measured = sorted(
-        {str((t.get("config") or {}).get("precision") or "fp32") for t in data.get("screening_top", [])}
-    )
+    measured = sorted({precision_of(t.get("config")) for t in data.get("screening_top", [])})
     baseline = next((e for e in playoff.get("entries", []) if e.get("trial") is None), {})
     return {
         "label": label,
@@ -78,16 +76,27 @@ def search(
         "p99_ms": point.get("p99_ms"),
         "figures": best.get("figures"),
         "config": best.get("config"),
-        "precision": (best.get("config") or {}).get("precision") or "fp32",
+        "precision": precision_of(best.get("config")),
         "measured_precisions": measured,
         "baseline": (baseline.get("throughput") or {}).get("median"),
         "results": str(results),
     }
 
 
+def precision_of(config: dict | None) -> str:
+    """A config's precision; a pipeline's, each composing model's that has one (``model=...``)."""
+    steps = (config or {}).get("pipeline")
+    if steps:
+        named = [f"{m}={c['precision']}" for m, c in sorted(steps.items()) if "precision" in c]
+        return ", ".join(named) or "fp32"
+    return str((config or {}).get("precision") or "fp32")
+
+
 def knobs(config: dict | None) -> str:
     if not config:
         return "?"
+    if "pipeline" in config:
+        return "; ".join(f"{m}: {knobs(c)}" for m, c in sorted(config["pipeline"].items()))
     group = (config.get("instance_group") or [{}])[0]
     params = config.get("parameters") or {}
     threads = params.get("intra_op_thread_count", "?")
