@@ -20,11 +20,14 @@ from tritontune.search.first_trials import (
     FirstTrials,
     compute_settings,
     small_batch,
+    use_first_trials,
 )
 from tritontune.search.optimize import SearchSettings, run_search
+from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.space import Choice, IntRange, SearchSpace
 from tritontune.study.figures import LevelResult, OperatingPoint
-from tritontune.study.records import TrialResult
+from tritontune.study.handle import TuningStudy
+from tritontune.study.records import StudyIdentity, TrialResult
 
 PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8_static")
 
@@ -336,3 +339,34 @@ def test_a_close_config_splitting_the_cores_otherwise_is_measured_at_each_level_
     slow = [alone(r.number, r.params, 0.030, 40.0) if r.number >= 4 else r for r in results]
     assert first.step_four(slow) == levels[:2]  # 2 x 1 at 40 at best: not within 25 % of 75
     assert "using the compute another way" in first.describe()
+
+
+def test_a_pipelines_first_trials_are_its_bottleneck_models():
+    """The focused model's first trials, its knobs named ``MODEL/KNOB`` in the study's points;
+    the other models keep their own configs meanwhile (the focus proposes none of their knobs).
+    Read back from the study, its figures pick step 2's precision as for one model."""
+    tokenizer = SearchSpace({"max_batch_size": Choice((8, 32)), "instance_count": IntRange(1, 2)})
+    space = PipelineSpace.of({"tokenizer": tokenizer, "minilm": cpu_space(2)}).focused_on("minilm", 6)
+    identity = StudyIdentity("text_encoder", 0.1, LoadMode.CONCURRENCY)
+    study = TuningStudy.create_or_resume(
+        optuna.storages.InMemoryStorage(), "p", identity=identity,
+        sampler=optuna.samplers.TPESampler(seed=1),
+    )  # fmt: skip
+    first = use_first_trials(study, space)
+    assert first is not None and first.model == "minilm" and "of minilm" in first.describe()
+    own = FirstTrials.of(cpu_space(2))
+    throughput = {"fp32": 40.0, "fp16": 30.0, "int8_dynamic": 65.0, "int8_static": 50.0}
+    points = []
+    for _ in range(len(own.step_one()) + 1):
+        trial = study.ask()
+        point = space.suggest(trial)
+        study.save_point(trial, point)
+        points.append(point)
+        study.tell_measured(trial, operating_point(throughput[point["minilm/precision"]], 0.05))
+    expected = [{f"minilm/{k}": v for k, v in p.items()} for p in own.step_one()]
+    assert points[: len(expected)] == expected  # every precision, nothing of the tokenizer's
+    step_two = points[len(expected)]
+    assert step_two["minilm/precision"] == "int8_dynamic"  # the best of step 1
+    assert step_two["minilm/instance_count"] != expected[0]["minilm/instance_count"]
+    # no focus (another worker measures the baseline): no first trials
+    assert use_first_trials(study, PipelineSpace.of({"minilm": cpu_space(2)})) is None

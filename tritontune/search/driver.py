@@ -30,7 +30,6 @@ from tritontune.search.first_trials import FirstTrials, use_first_trials
 from tritontune.search.loop import Budget, LoopOutcome, LoopProgress, optimize
 from tritontune.search.objective import Objective
 from tritontune.search.phases import Phases
-from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.precisions import PrecisionsProgress, checked_precisions
 from tritontune.search.setup import start_study, use_space
 from tritontune.search.space import SearchSpace
@@ -149,9 +148,9 @@ def drive(study: TuningStudy, bench: Bench, space: SearchSpace, plan: StudyPlan)
     # The budget starts before a calibration: --timeout bounds the whole search.
     limits = plan.limits
     budget = Budget.start(limits.trials, limits.timeout_s, space.size() if plan.sized_budget else None)
-    if plan.first_trials and not isinstance(space, PipelineSpace):
+    if plan.first_trials:
         first = use_first_trials(study, space)
-        if plan.on_first_trials:
+        if first is not None and plan.on_first_trials:
             plan.on_first_trials(first)
     objective = plan.objective(space, phases)
     with phases.timed("trials"):
