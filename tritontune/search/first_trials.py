@@ -53,7 +53,8 @@ close config splitting the cores otherwise in step 4, fewer where a point repeat
 where the best config at another level served within ``SCREENING_NOISE`` of the best, the
 playoff re-measures it beside the top configs (:func:`~tritontune.search.playoff.finalists`).
 With a smaller budget, step 1 comes first: no default search ends without having measured each
-accepted precision.
+accepted precision. A pipeline's first trials are its bottleneck model's, proposed while the
+search focuses on it (:func:`use_first_trials`).
 
 Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision and compute
 setting kept, TPE chooses the scheduler's knobs (each trial from the best then); a proposal of
