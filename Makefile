@@ -162,7 +162,7 @@ gpu-check-cpu: gpu-kit gpu-host-venv
 # The two halves, apart: CI builds the kit and the venv (mostly downloads) while it lints, and
 # runs the plan later.
 gpu-host-venv:
-	@test -n "$(PY312)" || { echo "gpu-check-cpu: no Python 3.12 on this machine" >&2; exit 1; }
+	@test -n "$(PY312)" || { echo "gpu-host-venv: no Python 3.12 on this machine" >&2; exit 1; }
 	rm -rf $(GPU_HOST_VENV) && $(PY312) -m venv $(GPU_HOST_VENV)
 	$(GPU_HOST_VENV)/bin/pip install -q --disable-pip-version-check \
 	  $$(grep -v '^#' gpu/host-packages.txt | grep -v 'cpu-emulation: no' | awk 'NF {print $$1}')

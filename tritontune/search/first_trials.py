@@ -478,13 +478,14 @@ def _has(taken: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
 class FirstTrialsSampler(ProposingSampler):
     """Proposes :class:`FirstTrials` until each was measured, then the best config's execution
     knobs for :data:`REFINE_TRIALS` trials (``base`` chooses their other knobs), then hands
-    over to ``base``. ``prefix``: the first trials are one composing model's (``MODEL/``), and
-    the study's points name its knobs so; the other models' knobs are ``base``'s."""
+    over to ``base``. First trials of a pipeline's composing model (:attr:`FirstTrials.model`)
+    are read and proposed under its name (``MODEL/KNOB``: the study's points name its knobs
+    so); the other models' knobs are ``base``'s."""
 
-    def __init__(self, base: optuna.samplers.BaseSampler, first: FirstTrials, prefix: str = "") -> None:
+    def __init__(self, base: optuna.samplers.BaseSampler, first: FirstTrials) -> None:
         super().__init__(base)
         self.first = first
-        self.prefix = prefix
+        self.prefix = knob_name(first.model, "") if first.model else ""
         self._done = False
         """Every first and refining trial was taken: a taken point stays taken, so the study
         need not be read for them again."""
@@ -536,8 +537,7 @@ def use_first_trials(study: TuningStudy, space: SearchSpace) -> FirstTrials | No
         if space.focus is None:
             return None
         first = FirstTrials.of(space.part(space.focus), space.focus)
-        prefix = knob_name(space.focus, "")
     else:
-        first, prefix = FirstTrials.of(space), ""
-    propose_first(study.optuna_study, lambda base: FirstTrialsSampler(base, first, prefix), space)
+        first = FirstTrials.of(space)
+    propose_first(study.optuna_study, lambda base: FirstTrialsSampler(base, first), space)
     return first

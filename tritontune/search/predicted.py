@@ -129,8 +129,6 @@ def choose_next(
     ordered = open_of(ranking)
     exploring = proposals % EXPLORE_EVERY == EXPLORE_EVERY - 1
     explored = open_of(novel) if exploring else []
-    if not ordered and not explored:
-        return None
     if explored:
         pick = explored[0]
     elif ordered:
