@@ -19,6 +19,10 @@ rounds included, is kept in ``--out`` (``best-known.json``).
 ``--results`` adds the winners of searches whose studies were not kept, from their results JSONs;
 ``--grid-top 0`` leaves the grid out (finals of the searches' winners and the model's own config
 only: a best known from an earlier grid is brought in as the search winner it was).
+
+A pipeline (an ensemble, as ``examples/minilm_pipeline``) has no grid: its finals are the
+searches' winners and the pipeline's own config (``--grid-top 0``), each winner's point read in
+the pipeline's default space, the one its search searched.
 """
 
 from __future__ import annotations
@@ -31,19 +35,21 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tritontune.config.repository import load_model_source
 from tritontune.config.variant import Variant
 from tritontune.hostinfo import describe_host
 from tritontune.measure.loadgen import LoadMode
 from tritontune.measure.request_shape import RequestShape
 from tritontune.precision.prepare import AccuracySettings
 from tritontune.search.optimize import SearchSettings, measure_operating_point
+from tritontune.search.pipeline_space import PipelineSpace, knob_name
 from tritontune.search.playoff import Contender, PlayoffSettings, run_playoff
+from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace
-from tritontune.serving.session import TuningSession
+from tritontune.serving.opening import open_session
 from tritontune.study.handle import TuningStudy
 from tritontune.units import parse_duration
 
@@ -67,7 +73,12 @@ def splits(cores: int) -> list[tuple[int, int]]:
     return [(i, t) for i in range(1, most + 1) for t in range(1, cores + 1) if i * t <= 2 * cores]
 
 
-def winners(studies: Path, url_of: Any) -> list[dict[str, Any]]:
+#: How a winner's point becomes a variant: in the space its study kept (one model), or in the
+#: pipeline's default space (a pipeline study keeps its space as models' parts).
+SpaceOf = Callable[[dict[str, Any]], SearchSpace]
+
+
+def winners(studies: Path, url_of: Any, space_of: SpaceOf) -> list[dict[str, Any]]:
     """Each study's winner in ``studies`` (its playoff's, else its best screening trial)."""
     found = []
     for db in sorted(studies.glob("*.db")):
@@ -79,7 +90,7 @@ def winners(studies: Path, url_of: Any) -> list[dict[str, Any]]:
         if best is None or best.operating_point is None:
             continue
         entry = next((e for e in playoff.entries if e.trial == best.number), None) if playoff else None
-        space = SearchSpace.from_dict(record.space or {})
+        space = space_of(record.space or {})
         found.append(
             {
                 "label": db.stem,
@@ -93,7 +104,7 @@ def winners(studies: Path, url_of: Any) -> list[dict[str, Any]]:
     return found
 
 
-def result_winners(paths: list[Path]) -> list[dict[str, Any]]:
+def result_winners(paths: list[Path], space_of: SpaceOf) -> list[dict[str, Any]]:
     """Each search's winner, from its results JSON (``search --results``): its point, the load
     its playoff held it at (else its screening load), and its figure there. For searches whose
     studies were not kept."""
@@ -112,7 +123,7 @@ def result_winners(paths: list[Path]) -> list[dict[str, Any]]:
                 "label": path.name.removesuffix(".results.json"),
                 "trial": best["trial"],
                 "point": best["params"],
-                "variant": SearchSpace.from_dict(data["space"]).to_variant(dict(best["params"])),
+                "variant": space_of(data["space"]).to_variant(dict(best["params"])),
                 "load": entry["load"] if entry else screening["load"],
                 "search_figure": statistics.median(held) if held else screening["throughput"],
             }
@@ -171,7 +182,6 @@ def main() -> int:
     slo = parse_duration(args.slo, what="--slo")
     cores = len(os.sched_getaffinity(0))
     settings = SearchSettings(slo_p99_s=slo)
-    source = load_model_source(args.model_repository, args.model)
     shape = RequestShape(input_data=args.input_data)
     started = time.monotonic()
     report: dict[str, Any] = {
@@ -182,10 +192,24 @@ def main() -> int:
         "grid": [],
         "finals": [],
     }
-    with TuningSession(source, request_shape=shape) as session:
-        checks = session.prepare_precisions(list(PRECISIONS), accuracy=AccuracySettings())
-        accepted = [p for p in PRECISIONS if checks[p].accepted]
-        print(f"precisions accepted by the gate: {', '.join(accepted)}", flush=True)
+    with open_session(args.model_repository, args.model, request_shape=shape) as session:
+        default_space = space_for(session, slo)
+        pipeline = isinstance(default_space, PipelineSpace)
+        if pipeline and args.grid_top > 0:
+            parser.error("a pipeline has no grid here: --grid-top 0")
+        accepted = []
+        for model in default_space.models if pipeline else (None,):
+            if pipeline and knob_name(model, "precision") not in default_space.dimensions:
+                continue
+            checks = session.prepare_precisions(
+                list(PRECISIONS), accuracy=AccuracySettings(), model=model
+            )
+            accepted = [p for p in PRECISIONS if checks[p].accepted]
+            print(f"{model or args.model}: precisions the gate accepts: {', '.join(accepted)}")
+
+        def space_of(stored: dict[str, Any]) -> SearchSpace:
+            return default_space if pipeline else SearchSpace.from_dict(stored)
+
         grid: list[dict[str, Any]] = []
         grid_points = itertools.product(splits(cores), accepted) if args.grid_top > 0 else []
         for (instances, threads), precision in grid_points:
@@ -217,8 +241,9 @@ def main() -> int:
             f"{r['point']['intra_op_thread_count']} {r['point']['precision']}"
             for i, r in enumerate(grid[: args.grid_top])
         }
-        found = winners(args.studies, lambda db: f"sqlite:///{db.resolve()}") if args.studies else []
-        found += result_winners(args.results)
+        url_of = lambda db: f"sqlite:///{db.resolve()}"  # noqa: E731
+        found = winners(args.studies, url_of, space_of) if args.studies else []
+        found += result_winners(args.results, space_of)
         for j, win in enumerate(found):
             contenders.append(
                 Contender(STUDY_FIRST + j, win["variant"], win["load"], win["search_figure"])

@@ -45,8 +45,8 @@ from tritontune.measure.request_shape import RequestShape
 from tritontune.predict.ranking import Corrections
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
-from tritontune.search.predicted import Strategy
 from tritontune.search.space import Choice, SearchSpace
+from tritontune.search.strategy import Strategy
 from tritontune.search.whatif import study_model, what_if
 from tritontune.serving.session import TuningSession
 from tritontune.study.handle import TuningStudy

@@ -5,9 +5,11 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from tests.search.test_first_trials import cpu_space
 from tritontune.config.pipeline import PipelineVariant
 from tritontune.config.variant import Variant
 from tritontune.errors import InputError
+from tritontune.search.first_trials import FirstTrials
 from tritontune.search.optimize import _focus_on_bottleneck, simplicity
 from tritontune.search.pipeline_space import PipelineSpace, default_pipeline_space, split_name
 from tritontune.search.space import Choice, IntRange, SearchSpace
@@ -121,6 +123,15 @@ def test_the_search_focuses_on_the_baselines_bottleneck_for_half_the_budget():
     assert _focus_on_bottleneck(space(), baseline(), 12).focus is None  # no step figures
     assert _focus_on_bottleneck(space(), None, 12).focus is None  # another worker's baseline
     assert _focus_on_bottleneck(space(), baseline(step("encoder", 1, 1)), 2).focus_trials == 3
+
+
+def test_the_focus_outlasts_the_bottlenecks_precisions_and_splits_where_the_budget_allows():
+    # 4 precisions at 1 x 2, then 2 x 1: 5 trials of the encoder alone, one left to the rest
+    joint = PipelineSpace.of({"tokenizer": TOKENIZER, "encoder": cpu_space(2)})
+    measured = baseline(step("tokenizer", 0.1, 0.2), step("encoder", 1, 9))
+    assert FirstTrials.of(cpu_space(2)).essential() == 5
+    focus = {n: _focus_on_bottleneck(joint, measured, n).focus_trials for n in (4, 6, 8, 12, 20)}
+    assert focus == {4: 3, 6: 5, 8: 5, 12: 6, 20: 10}
 
 
 def test_step_figures_survive_the_study():

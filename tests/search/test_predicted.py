@@ -25,8 +25,9 @@ from tritontune.predict.ranking import Corrections, Predicted, RankedSpace, Rank
 from tritontune.search.grid import all_points
 from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.playoff import PlayoffSettings
-from tritontune.search.predicted import Strategy, choose_next, missed_setting
+from tritontune.search.predicted import choose_next, missed_setting
 from tritontune.search.space import Choice, SearchSpace, effective_point
+from tritontune.search.strategy import Strategy
 from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_model, what_if
 from tritontune.study.coordination import point_key
 from tritontune.study.figures import OperatingPoint

@@ -16,8 +16,8 @@ from tritontune.config.repository import load_model_source
 from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.playoff import HOLD_MARGIN, MAX_EXTRA_ROUNDS, PlayoffSettings
-from tritontune.search.predicted import Strategy
 from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.search.strategy import Strategy
 from tritontune.serving.session import TuningSession
 from tritontune.study.handle import TuningStudy
 

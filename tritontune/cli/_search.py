@@ -68,9 +68,10 @@ from tritontune.search.playoff import (
     PlayoffSettings,
     RoundFigure,
 )
-from tritontune.search.predicted import CalibrationProgress, Ranking, Strategy
+from tritontune.search.predicted import CalibrationProgress, Ranking
 from tritontune.search.setup import space_for
 from tritontune.search.space import SearchSpace, SpaceSource, space_file_output_kinds
+from tritontune.search.strategy import Strategy, StrategyChoice
 from tritontune.search.traffic_capacity import DEFAULT_START_RATE
 from tritontune.search.workload_search import WorkloadSearchSettings
 from tritontune.server.factory import LaunchSettings
@@ -180,10 +181,11 @@ def search(
     strategy: Annotated[
         Strategy,
         typer.Option(
-            help="How configs are proposed: tpe (Optuna's sampler, the server a black box) or "
+            help="How configs are proposed: tpe (Optuna's sampler, the server a black box), "
             "predict (calibrate each execution setting's service time per batch size, rank the "
             "whole space with a model of Triton's batcher, measure the best; every figure "
-            "reported is still a measurement).",
+            "reported is still a measurement), or auto (predict when the model's own config "
+            "keeps the server computing at least half the time, tpe otherwise).",
             case_sensitive=False,
         ),
     ] = Strategy.TPE,
@@ -525,8 +527,13 @@ def _search_with_progress(
                 playoff_round,
                 CalibrationProgress(calibrating, calibrated, ranked),
                 lambda first: err_console.print(first.describe(), highlight=False),
+                _say_strategy if settings.strategy == Strategy.AUTO else None,
             ),
         )
+
+
+def _say_strategy(choice: StrategyChoice) -> None:
+    err_console.print(f"strategy auto: {choice.strategy.value} ({choice.why})", highlight=False)
 
 
 def _config_text(result: TrialResult) -> str:

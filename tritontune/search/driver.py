@@ -107,9 +107,9 @@ class StudyPlan:
     prepare: Callable[[SearchSpace, Phases], SearchSpace] | None = None
     """What the trials need measured first (the single-class baseline), and the space they
     search after it (a pipeline's narrowed to its bottleneck)."""
-    first_trials: bool = True
-    """Each accepted precision and each split of the cores first (not for a pipeline's space,
-    whose knobs are per model)."""
+    first_trials: Callable[[], bool] = lambda: True
+    """Whether each accepted precision and each split of the cores are measured first (asked
+    after :attr:`prepare`: a search whose strategy predicts proposes its own first configs)."""
     sized_budget: bool = True
     """The budget knows the space's size (a traffic mix's points add the scheduler's knobs,
     which the space does not count)."""
@@ -148,7 +148,7 @@ def drive(study: TuningStudy, bench: Bench, space: SearchSpace, plan: StudyPlan)
     # The budget starts before a calibration: --timeout bounds the whole search.
     limits = plan.limits
     budget = Budget.start(limits.trials, limits.timeout_s, space.size() if plan.sized_budget else None)
-    if plan.first_trials:
+    if plan.first_trials():
         first = use_first_trials(study, space)
         if first is not None and plan.on_first_trials:
             plan.on_first_trials(first)

@@ -355,6 +355,11 @@ class FirstTrials:
         dimension = self.space.dimensions.get(GRAPH_LEVEL)
         return values_of(dimension) if dimension is not None else []
 
+    def essential(self) -> int:
+        """Steps 1 and 2 at one precision: each accepted precision, then each other split of
+        the compute (what is measured before any refinement, where the budget allows)."""
+        return len(self.step_one()) + len(self.settings) - 1
+
     def count(self) -> int:
         precision = self.precisions[0] if self.precisions else None
         steps = len(self.step_one()) + len(self.settings) - 1 + len(self.step_three(precision))

@@ -123,4 +123,7 @@ def _point(
         levels=levels,
         mean_s=best.latency.mean if best.latency.count else None,
         steps=tuple(StepFigure.of(model, split) for model, split in best.steps.items()),
+        compute_share=best.request_rate * best.server.avg_compute_s
+        if best.server and best.server.requests
+        else None,
     )

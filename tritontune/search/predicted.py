@@ -38,7 +38,6 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tritontune.config.variant import Variant
-from tritontune.enums import TextEnum
 from tritontune.hostinfo import WorkerId, describe_host
 from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.calibration import (
@@ -64,6 +63,7 @@ from tritontune.search.grid import (
 from tritontune.search.objective import Evaluation, StartsNear
 from tritontune.search.sampler import ProposingSampler, propose_first
 from tritontune.search.space import SearchSpace, effective_point
+from tritontune.search.strategy import Strategy
 from tritontune.serving.bench import Bench
 from tritontune.serving.faults import ConfigFailed, with_restarts
 from tritontune.study.coordination import PointKey, point_key
@@ -216,15 +216,6 @@ class PredictedSampler(ProposingSampler):
         predicted, correction, band = choice
         self.predictions[trial.number] = predicted.to_dict(correction, band)
         return predicted.point
-
-
-class Strategy(TextEnum):
-    """How a search proposes configs (``--strategy``)."""
-
-    TPE = "tpe"
-    """Optuna's TPE sampler: the server as a black box."""
-    PREDICT = "predict"
-    """Calibrate, rank the space by prediction, measure the best (this module)."""
 
 
 @dataclass

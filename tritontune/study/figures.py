@@ -156,6 +156,10 @@ class OperatingPoint:
     steps: tuple[StepFigure, ...] = ()
     """A pipeline's composing models at the operating point (at the lowest load when it is not
     feasible), in the pipeline's order; empty for a single model."""
+    compute_share: float | None = None
+    """The model's compute time per second of wall time at the operating point, from Triton's
+    statistics (1: an execution always running; near 0: the server mostly waits for requests,
+    whose time goes on the RPC path); None where not measured (older studies)."""
 
     @property
     def slo_excess_s(self) -> float:
@@ -181,6 +185,7 @@ class OperatingPoint:
             }
             | ({"client_bound": True} if self.client_bound else {})
             | ({"steps": [step.to_dict() for step in self.steps]} if self.steps else {})
+            | ({} if self.compute_share is None else {"compute_share": round(self.compute_share, 4)})
         )
 
     @classmethod
@@ -220,6 +225,7 @@ class OperatingPoint:
             mean_s=data["mean_ms"] / 1e3 if data.get("mean_ms") is not None else None,
             client_bound=bool(data.get("client_bound", False)),
             steps=tuple(StepFigure.from_dict(step) for step in data.get("steps", ())),
+            compute_share=data.get("compute_share"),
         )
 
 

@@ -218,6 +218,12 @@ class TuningStudy:
     def save_strategy(self, strategy: str) -> None:
         self._set(StudyKey.STRATEGY, strategy)
 
+    def saved_strategy(self) -> str | None:
+        """The strategy the study was searched with, when one was saved (None: TPE's older
+        studies, which saved none)."""
+        saved = self.optuna_study.user_attrs.get(StudyKey.STRATEGY)
+        return None if saved is None else str(saved)
+
     def calibration(self) -> Calibration | None:
         """The execution settings calibrated so far (None: calibration never started)."""
         attrs = self.optuna_study.user_attrs
