@@ -17,7 +17,7 @@ from tritontune.measure.loadgen import LoadMode, LoadSpec
 from tritontune.search.optimize import SearchProgress, SearchSettings, run_search
 from tritontune.search.playoff import HOLD_MARGIN, MAX_EXTRA_ROUNDS, PlayoffSettings
 from tritontune.search.space import Choice, IntRange, SearchSpace
-from tritontune.search.strategy import Strategy
+from tritontune.search.strategy import COMPUTE_BOUND_RATIO, Strategy, StrategyChoice
 from tritontune.serving.session import TuningSession
 from tritontune.study.handle import TuningStudy
 
@@ -115,8 +115,10 @@ def test_interrupted_search_resumes_to_the_full_count(session, tmp_path: Path):
         calls["baselines"] += 1
 
     # What is under test is which trials count and which config is measured again: one load
-    # level a ramp (concurrency 1, the floor and the cap) is enough for that.
-    cfg = settings(tmp_path, trials=3, playoff=NO_PLAYOFF, max_load=1)
+    # level a ramp (concurrency 1, the floor and the cap) is enough for that. With
+    # --strategy auto: a request of the example MLP computes about as long (~0.4 ms) as it
+    # spends outside Triton, so TPE searches it, and the resumed search keeps that.
+    cfg = settings(tmp_path, trials=3, playoff=NO_PLAYOFF, max_load=1, strategy=Strategy.AUTO)
     with pytest.raises(KeyboardInterrupt):
         run_search(
             session,
@@ -130,7 +132,17 @@ def test_interrupted_search_resumes_to_the_full_count(session, tmp_path: Path):
     interrupted = [t for t in study.trials if t.user_attrs.get("interrupted")]
     assert len(interrupted) == 1
 
-    result = run_search(session, SMALL_SPACE, cfg, SearchProgress(on_baseline_start=count_baseline))
+    assert study.user_attrs["strategy"] == "tpe"
+    assert 0 < study.user_attrs["baseline"]["compute_ratio"] < COMPUTE_BOUND_RATIO
+
+    said: list[StrategyChoice] = []
+    result = run_search(
+        session,
+        SMALL_SPACE,
+        cfg,
+        SearchProgress(on_baseline_start=count_baseline, on_strategy=said.append),
+    )
+    assert [c.strategy for c in said] == [Strategy.TPE] and "study began" in said[0].why
     assert result.resumed
     assert calls["baselines"] == 1  # the baseline is not measured again
     assert len(result.results) == 3

@@ -184,8 +184,9 @@ def search(
             help="How configs are proposed: tpe (Optuna's sampler, the server a black box), "
             "predict (calibrate each execution setting's service time per batch size, rank the "
             "whole space with a model of Triton's batcher, measure the best; every figure "
-            "reported is still a measurement), or auto (predict when the model's own config "
-            "keeps the server computing at least half the time, tpe otherwise).",
+            "reported is still a measurement), or auto (predict when a request of the model's own "
+            "config computes at least 4x as long in Triton as it spends outside it, tpe "
+            "otherwise).",
             case_sensitive=False,
         ),
     ] = Strategy.TPE,

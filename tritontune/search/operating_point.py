@@ -123,7 +123,19 @@ def _point(
         levels=levels,
         mean_s=best.latency.mean if best.latency.count else None,
         steps=tuple(StepFigure.of(model, split) for model, split in best.steps.items()),
-        compute_share=best.request_rate * best.server.avg_compute_s
-        if best.server and best.server.requests
-        else None,
+        compute_ratio=_compute_ratio(best),
     )
+
+
+#: The least time outside Triton a request is taken to spend (a mean latency that Triton's
+#: figures leave no time for is a clock's noise, not a free request path).
+_LEAST_OUTSIDE_S = 1e-5
+
+
+def _compute_ratio(best: Measurement) -> float | None:
+    """:attr:`OperatingPoint.compute_ratio` of ``best`` (None without Triton's figures)."""
+    server = best.server
+    if server is None or not server.requests or not best.latency.count:
+        return None
+    outside = best.latency.mean - server.avg_queue_s - server.avg_compute_s
+    return server.avg_compute_s / max(outside, _LEAST_OUTSIDE_S)

@@ -6,8 +6,11 @@ batcher. The model is of the server's compute: it pays where the model's compute
 config changes, and costs a calibration for nothing where a request's time is spent on the RPC
 path (the example MLP on 2 cores: predict took 4.4x TPE's time to 95 % of the best known
 config, ``docs/concepts/prediction.md``). ``auto`` tells the two apart from the model's own
-config, measured first in every search: the share of wall time the server spent computing at
-its operating point (:attr:`~tritontune.study.figures.OperatingPoint.compute_share`).
+config, measured first in every search: a request's compute time in Triton over the time it
+spent outside Triton (:attr:`~tritontune.study.figures.OperatingPoint.compute_ratio`). How
+busy the server was does not tell them apart: the MLP's own config kept it computing 96 % of
+the time (0.44 ms a request, one at a time), yet a batch of its requests costs the client and
+gRPC more than the model.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ class Strategy(TextEnum):
     """``predict`` for a compute-bound model, ``tpe`` otherwise (:func:`choose_strategy`)."""
 
 
-#: ``auto`` predicts when the model's own config kept the server computing at least this share of
-#: the time at its operating point. MiniLM on 2 cores: ~0.9-1 (a request is ~20 ms of compute);
-#: the example MLP: well under 0.1 (tens of microseconds of compute a request, the rest RPC).
-COMPUTE_BOUND_SHARE = 0.5
+#: ``auto`` predicts when a request of the model's own config computed at least this many times
+#: as long in Triton as it spent outside it. On 2 cores (2026-11-28, concurrency 1 and 4):
+#: MiniLM 53-90, the example MLP 1.0-1.2.
+COMPUTE_BOUND_RATIO = 4.0
 
 
 @dataclass(frozen=True)
@@ -54,12 +57,15 @@ def choose_strategy(
         return StrategyChoice(Strategy.TPE, "a pipeline's configs are not predicted yet")
     if baseline is None:
         return StrategyChoice(Strategy.TPE, "the baseline is another worker's, not measured yet")
-    share = baseline.compute_share
-    if share is None:
+    ratio = baseline.compute_ratio
+    if ratio is None:
         return StrategyChoice(Strategy.TPE, "the model's own config has no compute time measured")
-    computing = f"the model's own config computed {share:.0%} of the time at its operating point"
-    if share >= COMPUTE_BOUND_SHARE:
+    computing = (
+        f"a request of the model's own config computed {ratio:.1f}x as long in Triton as it "
+        "spent outside it"
+    )
+    if ratio >= COMPUTE_BOUND_RATIO:
         return StrategyChoice(Strategy.PREDICT, f"{computing}: compute-bound")
     return StrategyChoice(
-        Strategy.TPE, f"{computing}: the rest is the request path, which predictions don't model"
+        Strategy.TPE, f"{computing}: the request path, which predictions don't model, weighs as much"
     )
