@@ -167,6 +167,14 @@ class Measurement:
     statistics over the same windows as :attr:`server`: where an end-to-end request's time went."""
 
     @property
+    def outside_s(self) -> float | None:
+        """A request's mean time outside Triton (the client, gRPC, the frontend): its mean
+        latency less Triton's mean queue and compute time; None without Triton's figures."""
+        if self.server is None:
+            return None
+        return self.latency.mean - self.server.avg_queue_s - self.server.avg_compute_s
+
+    @property
     def client_bound(self) -> bool:
         """The load generator, not the server, limited this level (:mod:`client_cost`)."""
         return self.client is not None and self.client.bound

@@ -117,8 +117,7 @@ def calibrate_setting(
         level = [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in server.batches]
         samples += level
         if load == 1:
-            inside = server.avg_queue_s + server.avg_compute_s
-            overhead_s = max(0.0, measured.latency.mean - inside)
+            overhead_s = max(0.0, measured.outside_s or 0.0)
             cv = min(lognormal_cv(measured.latency.p50, measured.latency.p99), MAX_CV)
         if measured.request_rate > fastest and server.requests:
             fastest = measured.request_rate

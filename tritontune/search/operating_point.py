@@ -134,8 +134,7 @@ _LEAST_OUTSIDE_S = 1e-5
 
 def _compute_ratio(best: Measurement) -> float | None:
     """:attr:`OperatingPoint.compute_ratio` of ``best`` (None without Triton's figures)."""
-    server = best.server
-    if server is None or not server.requests or not best.latency.count:
+    outside = best.outside_s
+    if outside is None or best.server is None or not best.server.requests or not best.latency.count:
         return None
-    outside = best.latency.mean - server.avg_queue_s - server.avg_compute_s
-    return server.avg_compute_s / max(outside, _LEAST_OUTSIDE_S)
+    return best.server.avg_compute_s / max(outside, _LEAST_OUTSIDE_S)
