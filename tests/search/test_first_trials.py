@@ -193,7 +193,9 @@ def test_precisions_first_then_the_other_settings_at_the_best_precision():
 def test_a_precision_within_the_noise_of_the_best_gets_the_other_settings_too():
     """MiniLM on a busy minute: FP16 served 38 and INT8 dynamic 32 at one setting, and the
     whole search went on in FP16 (half the best known). A figure within 25 % is measured again
-    at the other setting, and the precision serving most across both goes on."""
+    at the other setting, after the small batches at the best one's (on a budget of 6, those came
+    first: the MiniLM pipeline's second look at INT8 static served 30, 2 x 1 without batching 73),
+    and where the second look serves most of all, its precision gets the small batches too."""
     first = FirstTrials.of(cpu_space(2))
     served = {"fp32": 28.0, "fp16": 38.0, "int8_dynamic": 32.0, "int8_static": 40.0}
     missed = {"int8_static"}  # served most, but missed the SLO
@@ -202,20 +204,24 @@ def test_a_precision_within_the_noise_of_the_best_gets_the_other_settings_too():
         for i, p in enumerate(first.step_one())
     ]
     taken = [r.params for r in results]
-    second = [first.next_point(results, taken)]
-    taken.append(second[0])
-    second.append(first.next_point(results, taken))
-    taken.append(second[1])
-    assert [(p["instance_count"], p["precision"]) for p in second] == [
-        (2, "fp16"),
-        (2, "int8_dynamic"),  # 32 >= 0.75 x 38; FP32's 28 is not
-    ]
-    results += [result(4, second[0], 37.0), result(5, second[1], 60.0)]
-    small = first.next_point(results, taken)
-    assert small is not None and small["precision"] == "int8_dynamic"  # 60 across both
-    assert small == first.step_three("int8_dynamic", results)[0]
-    assert len(first.points(results)) == first.count() + 1 == 10
-    assert "(and at any within 25% of it)" in first.describe()
+
+    def measure(figure: float) -> dict:
+        point = first.next_point(results, taken)
+        assert point is not None
+        taken.append(point)
+        results.append(result(len(results), point, figure))
+        return point
+
+    second = measure(37.0)
+    assert (second["instance_count"], second["precision"]) == (2, "fp16")
+    small = [measure(36.0), measure(35.0)]
+    assert small == first.step_three("fp16", results)  # the best so far: FP16
+    look = measure(60.0)
+    assert (look["instance_count"], look["precision"]) == (2, "int8_dynamic")  # 32 >= 0.75 x 38
+    again = first.next_point(results, taken)
+    assert again is not None and again == first.step_three("int8_dynamic", results)[0]
+    assert len(first.points(results)) == first.count() + 3 == 12  # one look, its small batches
+    assert "then 2 x 1 threads at any precision within 25% of the best" in first.describe()
 
 
 def test_the_best_of_the_first_steps_is_measured_at_each_other_graph_level():

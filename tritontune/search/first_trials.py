@@ -340,10 +340,16 @@ class FirstTrials:
         ]
 
     def _steps_one_to_three(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
+        """Steps 1, 2 at the best precision, 3, then step 2's second looks at the close
+        precisions, and step 3 again at one of them where it served most across them all."""
         first = self.step_one()
-        second = self.step_two(self.close_precisions(results, first))
-        best = self.best_precision(results, [*first, *second])
-        return [*first, *second, *self.step_three(best, results)]
+        leader, *close = self.close_precisions(results, first)
+        second = self.step_two([leader])
+        third = self.step_three(self.best_precision(results, [*first, *second]), results)
+        looks = self.step_two(close)
+        best = self.best_precision(results, [*first, *second, *third, *looks])
+        again = [p for p in self.step_three(best, results) if p not in third]
+        return [*first, *second, *third, *looks, *again]
 
     def points(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
         """Every first trial's point as far as ``results`` decide them (step 4 needs steps 1-3
@@ -376,13 +382,9 @@ class FirstTrials:
         first = ", ".join(self.precisions) if self.precisions else "one config"
         of = f" of {self.model} (the bottleneck)" if self.model else ""
         text = f"{self.count()} first trial(s){of}: {first} at {setting(self.settings[0])}"
-        if len(self.settings) > 1:
-            others = ", ".join(setting(s) for s in self.settings[1:])
-            text += f"; then {others}" + (
-                f" at the best precision (and at any within {SCREENING_NOISE:.0%} of it)"
-                if len(self.precisions) > 1
-                else ""
-            )
+        others = ", ".join(setting(s) for s in self.settings[1:])
+        if others:
+            text += f"; then {others}" + (" at the best precision" if len(self.precisions) > 1 else "")
         precision = self.precisions[0] if self.precisions else None
         small = self.step_three(precision)
         if small:
@@ -390,6 +392,11 @@ class FirstTrials:
             text += (
                 f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
                 " (fewer if one request's latency leaves less room under the SLO)"
+            )
+        if others and len(self.precisions) > 1:
+            text += (
+                f"; then {others} at any precision within {SCREENING_NOISE:.0%} of the best"
+                " (and small batches at it if it serves most)"
             )
         levels = self._graph_levels()
         if len(levels) > 1:
