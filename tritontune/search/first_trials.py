@@ -19,21 +19,28 @@ queue delay, batches up to 16, the graph fully optimized):
    shows in what it serves. On MiniLM at p99 <= 100 ms, 1 x 2 served 51-92 sentences/s across
    the four precisions, 2 x 1 with the same knobs 27-82, FP32 and FP16 both at 27-29: on a
    noisy minute, 2 x 1 put FP16 (38) above INT8 dynamic (32) and the whole search stayed in FP16);
-2. every other compute setting, at the precision that served most in step 1, and at each
-   precision whose step-1 figure was within ``SCREENING_NOISE`` (25 %,
-   :mod:`tritontune.measure.measurement`) of it: one measurement each on a noisy host is no
-   order between them, so each gets a second figure, measured at another time;
+2. every other compute setting, at the precision that served most in step 1;
 3. the two settings with the most instances again, at the precision that served most in steps
    1-2, with **small batches**: up to 4, or fewer where the SLO leaves less room
-   (:func:`small_batch`). Which split of the cores wins depends on the batch size the SLO leaves
-   room for: an instance with one thread takes twice as long over a batch as one with two, so
-   under a latency SLO it wins with small batches. On MiniLM (p99 <= 100 ms, 2 cores) the best
+   (:func:`small_batch`), or none where the space's smallest batches are further from that
+   than one request is (a pipeline's model batches at least as much as its ensemble: 32 on
+   the MiniLM pipeline, where batches of 4 would otherwise be step 2's point again). Which
+   split of the cores wins depends on the batch size the SLO leaves room for: an instance with
+   one thread takes twice as long over a batch as one with two, so under a latency SLO it wins
+   with small batches. On MiniLM (p99 <= 100 ms, 2 cores) the best
    configs were 2 x 1 with batches of 2-4 on a host with int8 dot products; 1 x 2 with batches
    of 16-32 reached 88-90 % of them, and TPE, started from 1 x 2 winning at 16, rarely went
    back. On a host without them (a request took 36 ms on one thread) 2 x 1 with batches of 4
    missed the SLO at 4 requests in flight (Triton's batcher gave all four to one instance while
    the other idled: p99 151 ms), and the best configs were 2 x 1 with batches of 2 or none (80
-   sentences/s, 1 x 2's best 71).
+   sentences/s, 1 x 2's best 71). Then step 2 at each precision whose step-1 figure was within
+   ``SCREENING_NOISE`` (25 %, :mod:`tritontune.measure.measurement`) of the best's: one
+   measurement each on a noisy host is no order between them (a busy minute once put MiniLM's
+   FP16 at 38 above INT8 dynamic at 32), so each gets a second figure, measured at another time;
+   where one of them then serves most of all, step 3 again at its precision. These second looks
+   come after step 3 because a short budget has room for only one of them: on the MiniLM text
+   pipeline with 6 trials, the last trial went to INT8 static at 2 x 1 (its step-1 figure 55,
+   INT8 dynamic's 70), which served 30, where 2 x 1 without batching served 73 in the other seeds.
 4. the best config of steps 1-3 at each other **graph optimization level** of onnxruntime. Its
    effect is a ratio of the config's speed that carries over to the other knobs (it changes
    the graph each execution runs, not how the cores are shared), so one measurement of each
@@ -47,7 +54,8 @@ queue delay, batches up to 16, the graph fully optimized):
    on its one figure) at basic, 5-6 % above 2 x 1 at all.
 
 That is P + S - 1 + min(S, 2) + G - 1 trials (9 for MiniLM's four precisions and three graph
-levels on two cores), S - 1 more for each close second precision of step 2, G - 1 more for a
+levels on two cores), S - 1 more for each close second precision (and min(S, 2) more where it
+serves most), G - 1 more for a
 close config splitting the cores otherwise in step 4, fewer where a point repeats an earlier one
 (a space without batching). Nor is step 4 decided by one figure each:
 where the best config at another level served within ``SCREENING_NOISE`` of the best, the
@@ -287,15 +295,21 @@ class FirstTrials:
         self, precision: str | None, results: Sequence[TrialResult] = ()
     ) -> list[dict[str, Any]]:
         """The settings with the most instances again at ``precision``, with small batches
-        (each setting's :func:`small_batch`, from its trial among ``results``); a point that
-        step 1 or 2 already has is left out (a space without batch sizes)."""
+        (each setting's :func:`small_batch`, from its trial among ``results``; none where the
+        space's smallest batches are further from it than one request is: a pipeline's model
+        batches at least as much as the ensemble); a point that step 1 or 2 already has is left
+        out (a space without batch sizes)."""
         most_instances = sorted(self.settings, key=lambda s: -s.get("instance_count", 0))
         earlier = [*self.step_one(), *self.step_two([precision])]
+        sizes = self.space.dimensions.get("max_batch_size")
         points: list[dict[str, Any]] = []
         for setting in most_instances[:SMALL_BATCH_SETTINGS]:
             sensible = self.point(setting, precision)
             measured = next((r for r in results if _has(r.params, sensible)), None)
             batch = small_batch(measured)
+            smallest = nearest(sizes, batch) if sizes is not None else batch
+            if smallest > batch and math.log(smallest / batch) > math.log(batch):
+                batch = 1
             knobs = {**SENSIBLE_KNOBS, "max_batch_size": batch, "dynamic_batching": batch > 1}
             point = self.point(setting, precision, knobs)
             if point not in earlier and point not in points:
