@@ -28,6 +28,7 @@ MODES = (
 CAPABILITIES = (
     "Precision variants, accuracy gate",
     "`--strategy predict`",
+    "`--strategy auto`",
     "`--load-engine perf_analyzer`",
     "`--load-processes N` / `auto`",
     "`export`, then `check`",

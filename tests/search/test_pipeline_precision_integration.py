@@ -23,6 +23,7 @@ from tritontune.search.optimize import SearchSettings, run_search
 from tritontune.search.pipeline_space import PipelineSpace
 from tritontune.search.playoff import PlayoffSettings
 from tritontune.search.space import Choice, IntRange, SearchSpace
+from tritontune.search.strategy import Strategy
 from tritontune.serving.opening import open_session
 from tritontune.study.handle import TuningStudy
 from tritontune.study.verdict import best_point
@@ -88,6 +89,7 @@ def test_a_pipeline_search_serves_the_variant_and_export_ships_it(
         measure=FAST,
         max_load=8,
         playoff=PlayoffSettings(top=0),
+        strategy=Strategy.AUTO,  # a pipeline is not predicted: auto chooses TPE
     )
     # Only the MLP's precision and instances are searched: every trial serves INT8.
     space = PipelineSpace.of(
@@ -104,6 +106,7 @@ def test_a_pipeline_search_serves_the_variant_and_export_ships_it(
     best = best_point(result.study)
     assert best is not None
     assert best.result.knobs["pipeline"]["mlp"]["precision"] == "int8_dynamic"
+    assert TuningStudy.open_existing(storage, "scored").saved_strategy() == Strategy.TPE.value
     study = TuningStudy.open_existing(storage, "scored").read()
     check = study.precision_check("int8_dynamic", "mlp")
     assert check is not None and check.accepted and check.input_data
@@ -154,6 +157,7 @@ def test_a_bls_models_callee_is_searched_in_int8_on_synthesized_inputs(
         measure=FAST,
         max_load=4,
         playoff=PlayoffSettings(top=0),
+        strategy=Strategy.AUTO,  # a BLS model is a pipeline too: TPE
     )
     space = PipelineSpace.of(
         {
@@ -170,6 +174,8 @@ def test_a_bls_models_callee_is_searched_in_int8_on_synthesized_inputs(
     assert trial.knobs["pipeline"]["mlp"]["precision"] == "int8_dynamic"
     assert trial.operating_point is not None
     assert {s.model for s in trial.operating_point.steps} == {SCORER, "mlp"}
-    check = TuningStudy.open_existing(storage, "bls").read().precision_check("int8_dynamic", "mlp")
+    bls = TuningStudy.open_existing(storage, "bls")
+    assert bls.saved_strategy() == Strategy.TPE.value
+    check = bls.read().precision_check("int8_dynamic", "mlp")
     assert check is not None and check.accepted and check.input_data is None
     assert "synthesized" in check.data and "its models' inputs are not captured" in check.data

@@ -179,7 +179,8 @@ def test_the_report_compares_prediction_and_measurement(source, tmp_path: Path):
     assert "Prediction against measurement" in html and "fig-prediction" in html
 
 
-def test_a_workload_search_refuses_the_predict_strategy(example_repository: Path):
+@pytest.mark.parametrize("strategy", ["predict", "auto"])
+def test_a_workload_search_refuses_the_predict_strategy(example_repository: Path, strategy: str):
     from typer.testing import CliRunner
 
     from tritontune.cli import app
@@ -188,10 +189,10 @@ def test_a_workload_search_refuses_the_predict_strategy(example_repository: Path
     shown = CliRunner().invoke(
         app,
         ["search", "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
-         "--strategy", "predict"],
+         "--strategy", strategy],
     )  # fmt: skip
     assert shown.exit_code != 0
-    assert "--strategy: not with --workload yet" in shown.output
+    assert "--strategy: not with --workload yet: a workload search uses TPE" in shown.output
 
 
 #: A CPU space of instances and threads on a 2-core modelled server; ``max_threads: none`` puts

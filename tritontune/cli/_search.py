@@ -425,7 +425,8 @@ WORKLOAD_REFUSES = {
     "csv_out": "not with --workload: the per-level CSV is written for single-class searches",
     "headroom": "not with --workload: the report of a workload search plans per class (--report)",
     "peak_qps": "not with --workload: the report of a workload search plans per class (--report)",
-    "strategy": "not with --workload yet: --strategy predict ranks single-class operating points",
+    "strategy": "not with --workload yet: a workload search uses TPE (predict, which auto may "
+    "choose, ranks single-class operating points)",
     "composing": "not with --workload yet: a pipeline is searched with one class of load",
     "playoff_extra_rounds": "not with --workload: its final rounds are --playoff-rounds, each a "
     "capacity search",
