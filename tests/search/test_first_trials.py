@@ -140,6 +140,8 @@ def test_where_the_space_has_no_batches_that_small_the_nearer_of_none_and_its_sm
     results = [alone(i, p, 0.002) for i, p in enumerate(first.step_one())]
     small = first.step_three(first.precisions[0], results)
     assert [(p["max_batch_size"], p["dynamic_batching"]) for p in small] == [(sizes[0], batching)] * 2
+    said = "without batching" if not batching else f"with batches up to {sizes[0]}"
+    assert f"then again 2 x 1 threads, 1 x 2 threads, {said}" in first.describe()
 
 
 def test_without_a_figure_at_one_request_in_flight_the_small_batches_are_4():

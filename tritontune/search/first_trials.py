@@ -403,10 +403,13 @@ class FirstTrials:
         small = self.step_three(precision)
         if small:
             again = ", ".join(setting(self._setting_of(p)) for p in small)
-            text += (
-                f"; then again {again}, with batches up to {small[0].get('max_batch_size')}"
-                " (fewer if one request's latency leaves less room under the SLO)"
+            batches = (
+                f"with batches up to {small[0].get('max_batch_size')} (fewer if one request's"
+                " latency leaves less room under the SLO)"
+                if small[0].get("dynamic_batching", True)
+                else f"without batching (the space has no batches as small as {SMALL_BATCH})"
             )
+            text += f"; then again {again}, {batches}"
         if others and len(self.precisions) > 1:
             text += (
                 f"; then {others} at any precision within {SCREENING_NOISE:.0%} of the best"
