@@ -307,8 +307,8 @@ class FirstTrials:
             sensible = self.point(setting, precision)
             measured = next((r for r in results if _has(r.params, sensible)), None)
             batch = small_batch(measured)
-            smallest = nearest(sizes, batch) if sizes is not None else batch
-            if smallest > batch and math.log(smallest / batch) > math.log(batch):
+            allowed = nearest(sizes, batch) if sizes is not None else batch
+            if allowed > batch * batch:  # allowed / batch > batch / 1: nearer to no batching
                 batch = 1
             knobs = {**SENSIBLE_KNOBS, "max_batch_size": batch, "dynamic_batching": batch > 1}
             point = self.point(setting, precision, knobs)
@@ -359,10 +359,11 @@ class FirstTrials:
         first = self.step_one()
         leader, *close = self.close_precisions(results, first)
         second = self.step_two([leader])
-        third = self.step_three(self.best_precision(results, [*first, *second]), results)
+        leading = self.best_precision(results, [*first, *second])
+        third = self.step_three(leading, results)
         looks = self.step_two(close)
         best = self.best_precision(results, [*first, *second, *third, *looks])
-        again = [p for p in self.step_three(best, results) if p not in third]
+        again = self.step_three(best, results) if best != leading else []
         return [*first, *second, *third, *looks, *again]
 
     def points(self, results: Sequence[TrialResult]) -> list[dict[str, Any]]:
