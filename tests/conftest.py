@@ -43,11 +43,32 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: ``make test`` runs the real-server tests two at a time (pytest-xdist), then those marked
+#: ``serial`` or ``alone`` one at a time. A test reading one of these studies is ``serial``: other
+#: serial tests compare fresh measurements with the study's, taken while nothing ran beside it.
+SERIAL_FIXTURES = {"small_studies", "pipeline_study"}
+#: Tests sharing one of these run on the same worker (``--dist loadgroup``): a session fixture is
+#: then built once, and the Docker tests, which count the daemon's containers, see only their own.
+XDIST_GROUP_OF_FIXTURE = {
+    "group_study": "group_study",
+    "bls_study": "bls_study",
+    "engine": "docker",
+    "postgres_url": "postgres",
+    "postgres_password": "postgres",
+    "real_model": "real_model",
+    "real_pipeline": "real_model",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for fixture in getattr(item, "fixturenames", ()):
             if fixture in MARKER_OF_FIXTURE:
                 item.add_marker(MARKER_OF_FIXTURE[fixture])
+            if fixture in SERIAL_FIXTURES:
+                item.add_marker("serial")
+            if fixture in XDIST_GROUP_OF_FIXTURE:
+                item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_OF_FIXTURE[fixture]))
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ def test_counts_auto_and_perf_analyzer():
 
 
 @pytest.mark.parametrize(
-    ("engine", "processes", "message"),
+    ("load_engine", "processes", "message"),
     [
         ("locust", "1", "--load-engine: 'locust' is not one of asyncio, perf_analyzer"),
         ("asyncio", "0", "--load-processes: expected a count of 1 or more, or auto; got '0'"),
@@ -29,6 +29,6 @@ def test_counts_auto_and_perf_analyzer():
         ("perf_analyzer", "2", "perf_analyzer is one process of its own"),
     ],
 )
-def test_bad_values_say_which_option_and_what_it_expects(engine, processes, message):
+def test_bad_values_say_which_option_and_what_it_expects(load_engine, processes, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        parse_load_settings(engine, processes)
+        parse_load_settings(load_engine, processes)
