@@ -6,7 +6,8 @@ For every trial of the studies in FOLDER (``bench/seeds.py``'s SQLite files, ``*
 throughput predicted (with the correction the search applied then), and the p99 of the level
 measured at the predicted load (each ramp starts there) against the p99 predicted, for
 predictions made before any correction. Printed overall, then by how each prediction was made
-(its ``derivation``: a calibrated setting, one composed from other calibrations, or modelled).
+(its ``derivation``: ``measured``, the setting calibrated itself; ``composed``, one-knob ratios
+multiplied; ``contention``, composed and stretched by the model of shared cores).
 
     python bench/prediction_errors.py bench-seeds --glob 'predict-seed*.db*'
 """
