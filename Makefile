@@ -111,18 +111,13 @@ test-env:
 	  docker info >/dev/null 2>&1 || { echo "dockerd did not come up:"; tail -5 /tmp/tritontune-dockerd.log; }; \
 	fi
 
-# The unit tests run side by side, one pytest-xdist worker per core; then the real-server tests
-# two at a time, and last those whose figures or CPU readings need the machine to themselves.
+# The unit tests run side by side, one pytest-xdist worker per core; then the rest one at a time:
+# a real server's figures and the tests marked `alone` read the machine, which must be theirs.
 UNIT := not integration and not real_model and not docker and not postgres and not browser and not alone
-# The real-server tests that assert measured speed or CPU use, or compare with a study that was
-# measured: never beside another test. The others run two at a time (their windows and server
-# start-ups are mostly waiting; a window another process disturbs is measured again).
-SERIAL := serial or alone
 
 test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM) $(MINILM_PIPELINE)
 	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not ($(UNIT)) and not ($(SERIAL))" $(PYTEST_ARGS)
-	$(PY) -m pytest -m "not ($(UNIT)) and ($(SERIAL))" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not ($(UNIT))" $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)

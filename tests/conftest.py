@@ -43,32 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-#: ``make test`` runs the real-server tests two at a time (pytest-xdist), then those marked
-#: ``serial`` or ``alone`` one at a time. A test reading one of these studies is ``serial``: other
-#: serial tests compare fresh measurements with the study's, taken while nothing ran beside it.
-SERIAL_FIXTURES = {"small_studies", "pipeline_study"}
-#: Tests sharing one of these run on the same worker (``--dist loadgroup``): a session fixture is
-#: then built once, and the Docker tests, which count the daemon's containers, see only their own.
-XDIST_GROUP_OF_FIXTURE = {
-    "group_study": "group_study",
-    "bls_study": "bls_study",
-    "engine": "docker",
-    "postgres_url": "postgres",
-    "postgres_password": "postgres",
-    "real_model": "real_model",
-    "real_pipeline": "real_model",
-}
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for fixture in getattr(item, "fixturenames", ()):
             if fixture in MARKER_OF_FIXTURE:
                 item.add_marker(MARKER_OF_FIXTURE[fixture])
-            if fixture in SERIAL_FIXTURES:
-                item.add_marker("serial")
-            if fixture in XDIST_GROUP_OF_FIXTURE:
-                item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_OF_FIXTURE[fixture]))
 
 
 @pytest.fixture(scope="session")
@@ -297,12 +276,18 @@ def small_studies(tmp_path_factory: pytest.TempPathFactory, example_repository: 
     return replace(names, tight_result=results[names.tight], tight_space=tight)
 
 
+#: The machine's temporary directory, read before a test points TMPDIR at its own
+#: (:func:`own_servers`, under pytest's tmp_path, which the ``postgres`` user may not enter): a
+#: session's PostgreSQL server keeps its files there, whichever test first asks for it.
+MACHINE_TEMP = tempfile.gettempdir()
+
+
 @pytest.fixture(scope="session")
 def postgres_url():
     """A PostgreSQL database on a private server, for shared studies (see tests/postgres.py)."""
     from tests.postgres import postgres_server
 
-    yield from postgres_server()
+    yield from postgres_server(under=MACHINE_TEMP)
 
 
 #: The password of :func:`postgres_password`'s server: a sentinel no output or file may hold.
@@ -315,7 +300,7 @@ def postgres_password():
     with :data:`SENTINEL_PASSWORD` in it."""
     from tests.postgres import postgres_server
 
-    yield from postgres_server(password=SENTINEL_PASSWORD)
+    yield from postgres_server(password=SENTINEL_PASSWORD, under=MACHINE_TEMP)
 
 
 @pytest.fixture

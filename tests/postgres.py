@@ -42,9 +42,10 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"{' '.join(args)} failed: {(done.stderr or done.stdout).strip()}")
 
 
-def postgres_server(password: str | None = None) -> Iterator[str]:
+def postgres_server(password: str | None = None, *, under: str | None = None) -> Iterator[str]:
     """A server on 127.0.0.1 and the URL of its database ``studies``; with ``password``, one that
-    asks the user ``tritontune`` for it (SCRAM), the URL carrying it."""
+    asks the user ``tritontune`` for it (SCRAM), the URL carrying it. Its files go in a directory
+    made ``under`` the given one (else the temporary directory now)."""
     initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     if initdb is None or pg_ctl is None:
         message = "PostgreSQL is not installed (apt-get install postgresql)"
@@ -52,7 +53,7 @@ def postgres_server(password: str | None = None) -> Iterator[str]:
             pytest.fail(message)  # CI installs it: missing there is a failure, not a skip
         pytest.skip(message)
     # Not under pytest's tmp_path: its parents are private to root, and the server runs as postgres.
-    base = Path(tempfile.mkdtemp(prefix="tritontune-postgres-"))
+    base = Path(tempfile.mkdtemp(prefix="tritontune-postgres-", dir=under))
     base.chmod(0o755)
     data, sockets = base / "data", base / "sockets"
     sockets.mkdir()

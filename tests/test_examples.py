@@ -54,7 +54,7 @@ from tritontune.config.repository import ONNX_BACKEND
 from tritontune.search.optimize import default_study_name
 from tritontune.units import parse_duration
 
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -26,7 +26,7 @@ from tritontune.measure.traffic import parse_traffic
 from tritontune.serving.opening import open_session
 from tritontune.serving.session import TuningSession
 
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+pytestmark = pytest.mark.integration
 
 FAST = MeasureSettings(warmup_s=0.5, window_s=0.5, max_windows=6)
 #: FAST with a 5 s request timeout, for the starved levels: a starved level ends with up to 2,048

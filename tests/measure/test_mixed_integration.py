@@ -21,7 +21,7 @@ from tritontune.measure.measurement import MeasureSettings
 from tritontune.measure.traffic import parse_traffic
 from tritontune.serving.session import TuningSession
 
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+pytestmark = pytest.mark.integration
 
 FAST = MeasureSettings(warmup_s=1.0, window_s=1.0, stable_windows=3)
 #: Total req/s: 40 interactive (batch 1) + 960 batch requests of 64 samples (~61k samples/s,

@@ -109,7 +109,6 @@ def test_profile_cli_shows_accuracy_and_refuses_an_inaccurate_variant(example_re
     assert bad.exit_code == 2 and "precision 'fp8' is not one of" in bad.output
 
 
-@pytest.mark.serial  # the winner is the faster of FP32 and INT8, as measured
 def test_real_model_int8_measured_beside_fp32_through_triton_and_exported(real_model, tmp_path: Path):
     """all-MiniLM-L6-v2 with real tokenized sentences: per-channel INT8 passes the gate, is served
     by the real server and measured in the playoff's interleaved rounds beside FP32.

@@ -122,7 +122,6 @@ def test_slo_is_required(example_repository: Path):
 
 
 @pytest.mark.integration
-@pytest.mark.serial  # beside another test, the interactive p99 missed its 20 ms in the check
 def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     """Two trials, one final round: the loop, the study, the results and the report, for real,
     in INT8 (a traffic mix searches precision variants as one class does: built and judged
@@ -260,7 +259,6 @@ def test_study_of_another_slo_is_refused(example_repository: Path, tmp_path: Pat
 
 
 @pytest.mark.integration
-@pytest.mark.serial  # beside another test, its Ctrl-C landed outside the trials
 def test_ctrl_c_then_the_same_command_resumes(
     example_repository: Path, tmp_path: Path, own_servers: Path
 ):

@@ -21,7 +21,7 @@ from tritontune.search.strategy import COMPUTE_BOUND_RATIO, Strategy, StrategyCh
 from tritontune.serving.session import TuningSession
 from tritontune.study.handle import TuningStudy
 
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+pytestmark = pytest.mark.integration
 
 SLO = 0.050
 SMALL_SPACE = SearchSpace(

@@ -138,7 +138,6 @@ def wait_for_running_trial(storage: str, study: str, worker: subprocess.Popen) -
     raise AssertionError(f"the worker never started a trial (exit code {worker.poll()})")
 
 
-@pytest.mark.serial  # it looks for every server's regions left in /dev/shm, not only its own
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_a_worker_killed_mid_trial_loses_nothing(
     backend, example_repository, tmp_path, own_servers, request: pytest.FixtureRequest
