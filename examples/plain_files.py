@@ -8,9 +8,11 @@ downloaded from a model hub. A script imports this module from its parent folder
 
 from __future__ import annotations
 
+import argparse
 import base64
 import importlib.util
 import json
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -52,3 +54,33 @@ def skimage_photos(names: Iterable[str], preprocess: Callable[[Path], np.ndarray
     """scikit-image's bundled photographs (``skimage/data/NAME``), each preprocessed."""
     install = "pip install --no-deps scikit-image==0.26.0"
     return [preprocess(package_file("skimage", f"data/{name}", install=install)) for name in names]
+
+
+def build_example(
+    here: Path,
+    name: str,
+    *,
+    description: str,
+    model: Callable[[], Path],
+    config: str,
+    input_name: str,
+    inputs: Callable[[], list[np.ndarray]],
+    side: int,
+) -> None:
+    """An image example's command line: ``<out>/<name>/1/model.onnx`` (a copy of ``model()``) and
+    its ``config.pbtxt``, then ``inputs()`` written in ``here/inputs.json``; each rebuilt only when
+    missing, or with ``--force``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=here / "model_repository")
+    parser.add_argument("--inputs", type=Path, default=here / "inputs.json")
+    parser.add_argument("--force", action="store_true", help="rebuild what exists")
+    args = parser.parse_args()
+    onnx_file = args.out / name / "1" / "model.onnx"
+    if args.force or not onnx_file.is_file():
+        onnx_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(model(), onnx_file)
+        (args.out / name / "config.pbtxt").write_text(config, encoding="utf-8")
+        print(f"wrote {onnx_file.parent.parent}")
+    if args.force or not args.inputs.is_file():
+        count = write_image_inputs(args.inputs, input_name, inputs())
+        print(f"wrote {args.inputs} ({count} images, {side} x {side})")

@@ -23,8 +23,6 @@ Outputs (rebuilt only when missing; ``--force`` rebuilds):
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -32,7 +30,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from plain_files import package_file, skimage_photos, write_image_inputs  # noqa: E402
+from plain_files import build_example, package_file, skimage_photos  # noqa: E402
 
 #: The side of the served images: a multiple of 32. At 384 one image takes 34 ms on one thread
 #: of a 2-core AMD EPYC, 19 ms on two (onnxruntime, FP32): compute, not the RPC path, sets the
@@ -79,20 +77,16 @@ def preprocess(path: Path) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=HERE / "model_repository")
-    parser.add_argument("--inputs", type=Path, default=HERE / "inputs.json")
-    parser.add_argument("--force", action="store_true", help="rebuild what exists")
-    args = parser.parse_args()
-    model = args.out / "text_detector" / "1" / "model.onnx"
-    if args.force or not model.is_file():
-        model.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(package_file(MODEL_PACKAGE, MODEL_FILE, install=INSTALL), model)
-        (args.out / "text_detector" / "config.pbtxt").write_text(CONFIG, encoding="utf-8")
-        print(f"wrote {model.parent.parent}")
-    if args.force or not args.inputs.is_file():
-        count = write_image_inputs(args.inputs, "x", skimage_photos(IMAGES, preprocess))
-        print(f"wrote {args.inputs} ({count} images, {SIDE} x {SIDE})")
+    build_example(
+        HERE,
+        "text_detector",
+        description=__doc__.split("\n\n")[0],
+        model=lambda: package_file(MODEL_PACKAGE, MODEL_FILE, install=INSTALL),
+        config=CONFIG,
+        input_name="x",
+        inputs=lambda: skimage_photos(IMAGES, preprocess),
+        side=SIDE,
+    )
 
 
 if __name__ == "__main__":

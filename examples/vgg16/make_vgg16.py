@@ -24,8 +24,6 @@ Outputs (rebuilt only when missing; ``--force`` rebuilds):
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -33,7 +31,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from plain_files import package_file, skimage_photos, write_image_inputs  # noqa: E402
+from plain_files import build_example, package_file, skimage_photos  # noqa: E402
 
 #: The side of the images the classifier was trained on.
 SIDE = 240
@@ -73,23 +71,23 @@ def preprocess(path: Path) -> np.ndarray:
     return np.asarray(image, dtype=np.float32) / 255.0
 
 
+def photos_and_mirrors() -> list[np.ndarray]:
+    """Each photograph, then each mirrored (left to right)."""
+    photos = skimage_photos(IMAGES, preprocess)
+    return [*photos, *(photo[:, ::-1, :] for photo in photos)]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=HERE / "model_repository")
-    parser.add_argument("--inputs", type=Path, default=HERE / "inputs.json")
-    parser.add_argument("--force", action="store_true", help="rebuild what exists")
-    args = parser.parse_args()
-    model = args.out / "vgg16" / "1" / "model.onnx"
-    if args.force or not model.is_file():
-        model.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(package_file(MODEL_PACKAGE, MODEL_FILE, install=INSTALL), model)
-        (args.out / "vgg16" / "config.pbtxt").write_text(CONFIG, encoding="utf-8")
-        print(f"wrote {model.parent.parent}")
-    if args.force or not args.inputs.is_file():
-        photos = skimage_photos(IMAGES, preprocess)
-        mirrored = [photo[:, ::-1, :] for photo in photos]
-        count = write_image_inputs(args.inputs, "input", [*photos, *mirrored])
-        print(f"wrote {args.inputs} ({count} images, {SIDE} x {SIDE})")
+    build_example(
+        HERE,
+        "vgg16",
+        description=__doc__.split("\n\n")[0],
+        model=lambda: package_file(MODEL_PACKAGE, MODEL_FILE, install=INSTALL),
+        config=CONFIG,
+        input_name="input",
+        inputs=photos_and_mirrors,
+        side=SIDE,
+    )
 
 
 if __name__ == "__main__":
