@@ -9,6 +9,7 @@ from tests.search.test_predicted import CURVES, SPACE
 from tritontune.config.repository import load_model_source
 from tritontune.search.calibrate import (
     _load_at_slo,
+    _only_slow_batches,
     _took_the_slo,
     calibrate_setting,
     calibration_loads,
@@ -25,6 +26,22 @@ def test_the_load_at_the_slo_comes_from_the_two_largest_batches():
     assert _load_at_slo(samples[:1], 1, 0.100) is None  # one size: no line yet
     flat = [(1, 20, 20 * 0.030), (2, 12, 12 * 0.030)]
     assert _load_at_slo(flat, 1, 0.100) is None  # a line that does not rise says nothing
+
+
+def test_a_level_whose_largest_batches_already_took_the_slo_is_not_measured():
+    """VGG16 on 2 cores, 1 s SLO (2026-11-29): one instance formed batches of 3 in 1.06 s at
+    concurrency 4, twice; at 16 its largest batches are 8 or more. Two instances formed a batch of
+    6 in 2.07 s at 8, once (maybe a busy moment), and again in 2.01 s at 32: at 128 their largest
+    batches are 32 or more."""
+    one = [(1, 9, 9 * 0.356), (1, 3, 3 * 0.348), (3, 2, 2 * 1.056)]
+    assert _only_slow_batches(16, 1, one, 1.0)
+    assert not _only_slow_batches(4, 1, one, 1.0)  # batches of 2 and more: maybe below 3
+    assert not _only_slow_batches(16, 1, one, 1.1)  # nothing took 1.1 s
+    two = [(1, 10, 10 * 0.338), (1, 16, 16 * 0.332), (2, 1, 0.711), (1, 12, 12 * 0.336), (6, 1, 2.074)]
+    assert not _only_slow_batches(32, 2, two, 1.0)  # one slow execution only
+    two += [(3, 2, 2 * 0.992), (6, 1, 2.008)]
+    assert _only_slow_batches(128, 2, two, 1.0)
+    assert not _only_slow_batches(16, 2, two, 1.0)  # batches of 4: below 6
 
 
 @pytest.fixture

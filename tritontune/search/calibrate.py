@@ -6,8 +6,10 @@ measured at closed-loop concurrencies 1, then ``k, 4k, 16k, ...`` for ``k`` inst
 the largest batch per instance: every instance stays busy, and the batches formed span the sizes the
 space can use. Under an SLO the levels stop rising once the largest batches took the SLO to compute,
 and a level is aimed there: where the batches measured so far put the batch that takes the SLO below
-the next step, the next level is the concurrency that forms it. Triton's statistics for each level
-(``batch_stats``) give executions and compute time by batch size; they are pooled over the levels.
+the next step, the next level is the concurrency that forms it; a level whose largest batches
+are at least as large as one that already took the SLO is not measured. Triton's statistics for
+each level (``batch_stats``) give executions and compute time by batch size; they are pooled over
+the levels.
 The concurrency-1 level has no queue and single-request batches, so its latency minus Triton's queue
 and compute time is the time spent outside the server, and its tail gives the spread.
 
@@ -94,8 +96,9 @@ def calibrate_setting(
     """Measure ``setting`` (see the module docstring). The levels stop rising once a level's
     largest batch took ``slo_p99_s`` or more to compute: a config whose batches take that long
     can't meet the SLO, and the higher levels (the largest batches, the slowest windows: on
-    MiniLM they were most of a calibration's time) would measure only such batches. A server
-    fault propagates: the caller runs this under
+    MiniLM they were most of a calibration's time) would measure only such batches; they also
+    stop before a level whose largest batches are already known to take it
+    (:func:`_only_slow_batches`). A server fault propagates: the caller runs this under
     :func:`tritontune.serving.faults.with_restarts`."""
     started = time.monotonic()
     bench.load(space.to_variant(calibration_point(setting, max_batch_size)))
@@ -112,20 +115,27 @@ def calibrate_setting(
         if on_level is not None:
             on_level(load, measured)
         server = measured.server
-        if server is None:
-            continue
-        level = [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in server.batches]
+        # A level without the server's statistics taught nothing; the ladder goes on (measuring
+        # the same load again could repeat forever).
+        batches = server.batches if server is not None else ()
+        level = [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in batches]
         samples += level
         if load == 1:
             overhead_s = max(0.0, measured.outside_s or 0.0)
             cv = min(lognormal_cv(measured.latency.p50, measured.latency.p99), MAX_CV)
-        if measured.request_rate > fastest and server.requests:
+        if server is not None and measured.request_rate > fastest and server.requests:
             fastest = measured.request_rate
             compute_s = sum(b.compute_ns for b in server.batches) / 1e9
             busy_at_fastest = compute_s * measured.request_rate / server.requests / instances
         if slo_p99_s is not None and load > 1 and _took_the_slo(level, slo_p99_s):
             break
         step = _next_load(ladder, load, samples, instances, None if aimed else slo_p99_s)
+        if (
+            step is not None
+            and slo_p99_s is not None
+            and _only_slow_batches(step, instances, samples, slo_p99_s)
+        ):
+            break
         aimed = aimed or (step is not None and step not in ladder)
         load = step
     points = fit_points(samples)
@@ -193,3 +203,26 @@ def _took_the_slo(level: list[tuple[int, int, float]], slo_p99_s: float) -> bool
     under the SLO runs). One execution alone is not enough: a busy moment can stretch it."""
     slow = sum(runs for _size, runs, total in level if runs > 0 and total / runs >= slo_p99_s)
     return slow >= MIN_EXECUTIONS
+
+
+def _only_slow_batches(
+    load: int, instances: int, samples: list[tuple[int, int, float]], slo_p99_s: float
+) -> bool:
+    """Whether the largest batches a level at ``load`` forms are already known to take
+    ``slo_p99_s`` or more: they are at least ``load / (2 x instances)`` (a closed loop on an
+    instance splits its requests between the batch running and the next one), and a batch no
+    larger took the SLO on average over the levels so far (a larger batch never takes less).
+    On a slow model a high level costs its in-flight requests' drain: VGG16 on 2 cores (batches of
+    1 in 0.35 s, 1 s SLO) formed batches of 3 in 1.06 s at concurrency 4, twice, and then spent
+    58 s at concurrencies 16, 64 and 256 on batches no config under the SLO runs. Two executions
+    at least: one alone may be a busy moment."""
+    pooled: dict[int, list[float]] = {}
+    for size, executions, total_s in samples:
+        if executions > 0:
+            runs = pooled.setdefault(size, [0, 0.0])
+            runs[0] += executions
+            runs[1] += total_s
+    slow = {size: runs for size, (runs, total) in pooled.items() if total / runs >= slo_p99_s}
+    if sum(slow.values()) < 2:
+        return False
+    return load / (2 * instances) >= min(slow)
