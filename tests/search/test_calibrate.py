@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.fakes import SimulatedSession
@@ -98,3 +100,42 @@ def test_an_slo_below_every_batch_or_above_them_all_keeps_the_ladder_bounds(
     assert loads == sorted(set(loads))  # always rising, never twice
     if slo > 0.1:
         assert loads == ladder  # no batch takes it: the whole ladder
+
+
+def test_a_slow_models_single_requests_are_measured_until_they_ran_enough(example_repository):
+    """A level that held two executions (VGG16 in INT8 on 2 cores: 1.2 s a request) is measured
+    again at concurrency 1 until its batches of one ran 3 times (at most 3 levels there): with
+    fewer, no point of the curve is kept and the setting can't be calibrated."""
+    slow = SimulatedSession(load_model_source(example_repository, "mlp"), CURVES, requests=3)
+    loads: list[int] = []
+    calibrated = calibrate_setting(
+        slow, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.5,
+        on_level=lambda load, _measured: loads.append(load),
+    )  # fmt: skip
+    assert loads[:3] == [1, 1, 4], loads  # 2 executions a level here
+    assert calibrated.points[0].batch_size == 1 and calibrated.points[0].executions >= 3
+
+
+class FewExecutions(SimulatedSession):
+    """Above concurrency 1, windows that held no execution of the server's (a model that runs a
+    few batches a second, in 0.4-1.6 s windows): only the latencies tell what the level formed."""
+
+    def measure(self, load, settings=None):
+        measured = super().measure(load, settings)
+        if load.value > 1 and measured.server is not None:
+            measured = dataclasses.replace(
+                measured, server=dataclasses.replace(measured.server, batches=())
+            )
+        return measured
+
+
+def test_a_level_whose_median_latency_is_twice_the_slo_is_the_last(example_repository):
+    """Batches of 1 take 4 ms here, and concurrency 16 waits 18 ms, past twice an 8 ms SLO: its
+    batches took the SLO, though its windows held none of them, and no level above it is measured."""
+    few = FewExecutions(load_model_source(example_repository, "mlp"), CURVES)
+    loads: list[int] = []
+    calibrate_setting(
+        few, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.008,
+        on_level=lambda load, _measured: loads.append(load),
+    )  # fmt: skip
+    assert loads == [1, 4, 16], loads

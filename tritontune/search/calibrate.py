@@ -49,6 +49,10 @@ LEVEL_STEP = 4
 #: A service time's coefficient of variation is taken as at most this (a busy second at
 #: concurrency 1 would otherwise give every execution a heavy tail).
 MAX_CV = 1.0
+#: Concurrency 1 is measured up to this many times, until its batches of one ran
+#: :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` times (VGG16 in INT8 on 2 cores took
+#: 1.2 s a request: a level's 0.4-1.6 s windows held one or two).
+MAX_SINGLE_LEVELS = 3
 #: The fastest level was limited by the request path (client, gRPC, Triton's frontend), not the
 #: instances, when they were busy less than this share of its time.
 PATH_BOUND_BUSY = 0.85
@@ -96,9 +100,11 @@ def calibrate_setting(
     """Measure ``setting`` (see the module docstring). The levels stop rising once a level's
     largest batch took ``slo_p99_s`` or more to compute: a config whose batches take that long
     can't meet the SLO, and the higher levels (the largest batches, the slowest windows: on
-    MiniLM they were most of a calibration's time) would measure only such batches; they also
-    stop before a level whose largest batches are already known to take it
-    (:func:`_only_slow_batches`). A server fault propagates: the caller runs this under
+    MiniLM they were most of a calibration's time) would measure only such batches. A level whose
+    median latency was twice the SLO or more took it too (a request waits for the batch running,
+    then runs in the next): on a model that runs a few batches a second, the windows may hold
+    too few executions to tell. The levels also stop before one whose largest batches are already
+    known to take it (:func:`_only_slow_batches`). A server fault propagates: the caller runs this under
     :func:`tritontune.serving.faults.with_restarts`."""
     started = time.monotonic()
     bench.load(space.to_variant(calibration_point(setting, max_batch_size)))
@@ -109,6 +115,7 @@ def calibrate_setting(
     ladder = calibration_loads(instances, max_batch_size)
     load: int | None = ladder[0]
     aimed = False
+    singles = 0
     while load is not None:
         measured = bench.measure(LoadSpec.concurrency(load), settings)
         levels += 1
@@ -123,11 +130,18 @@ def calibrate_setting(
         if load == 1:
             overhead_s = max(0.0, measured.outside_s or 0.0)
             cv = min(lognormal_cv(measured.latency.p50, measured.latency.p99), MAX_CV)
+            singles += sum(runs for size, runs, _total in level if size == 1)
+            if singles < MIN_EXECUTIONS and levels < MAX_SINGLE_LEVELS:
+                continue  # a slow model's short windows held one or two executions
         if server is not None and measured.request_rate > fastest and server.requests:
             fastest = measured.request_rate
             compute_s = sum(b.compute_ns for b in server.batches) / 1e9
             busy_at_fastest = compute_s * measured.request_rate / server.requests / instances
-        if slo_p99_s is not None and load > 1 and _took_the_slo(level, slo_p99_s):
+        if (
+            slo_p99_s is not None
+            and load > 1
+            and (_took_the_slo(level, slo_p99_s) or measured.latency.p50 >= 2 * slo_p99_s)
+        ):
             break
         step = _next_load(ladder, load, samples, instances, None if aimed else slo_p99_s)
         if (
