@@ -9,6 +9,7 @@ import pytest
 from tests.fakes import SimulatedSession
 from tests.search.test_predicted import CURVES, SPACE
 from tritontune.config.repository import load_model_source
+from tritontune.measure.stats import LatencyStats
 from tritontune.search.calibrate import (
     _load_at_slo,
     _only_slow_batches,
@@ -139,3 +140,26 @@ def test_a_level_whose_median_latency_is_twice_the_slo_is_the_last(example_repos
         on_level=lambda load, _measured: loads.append(load),
     )  # fmt: skip
     assert loads == [1, 4, 16], loads
+
+
+class NoReplies(SimulatedSession):
+    """Above concurrency 1, windows that held no reply at all (batches that outlast a window)."""
+
+    def measure(self, load, settings=None):
+        measured = super().measure(load, settings)
+        if load.value > 1:
+            none = LatencyStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            measured = dataclasses.replace(measured, latency=none, server=None)
+        return measured
+
+
+def test_a_level_whose_windows_held_no_reply_is_the_last(example_repository):
+    """Its batches outlast its windows: the next level, with four times as many requests in
+    flight, would leave the server a backlog to compute past the request timeout."""
+    silent = NoReplies(load_model_source(example_repository, "mlp"), CURVES)
+    loads: list[int] = []
+    calibrate_setting(
+        silent, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.5,
+        on_level=lambda load, _measured: loads.append(load),
+    )  # fmt: skip
+    assert loads == [1, 4], loads

@@ -103,9 +103,14 @@ def calibrate_setting(
     MiniLM they were most of a calibration's time) would measure only such batches. A level whose
     median latency was twice the SLO or more took it too (a request waits for the batch running,
     then runs in the next): on a model that runs a few batches a second, the windows may hold
-    too few executions to tell. The levels also stop before one whose largest batches are already
-    known to take it (:func:`_only_slow_batches`). A server fault propagates: the caller runs this under
-    :func:`tritontune.serving.faults.with_restarts`."""
+    too few executions to tell. A level is the last too when its windows held fewer than
+    :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` replies: its batches outlast a window
+    (0.4-1.6 s), and the next level, four times the requests in flight, would leave a backlog
+    past the request timeout that the server goes on computing under the next setting's levels
+    (VGG16, two instances: an instance of that setting went on computing for 7 minutes, in 9 GB,
+    while four other settings were calibrated). The levels also stop before one whose largest
+    batches are already known to take it (:func:`_only_slow_batches`). A server fault
+    propagates: the caller runs this under :func:`tritontune.serving.faults.with_restarts`."""
     started = time.monotonic()
     bench.load(space.to_variant(calibration_point(setting, max_batch_size)))
     instances = int(setting.get("instance_count", 1) or 1)
@@ -140,7 +145,11 @@ def calibrate_setting(
         if (
             slo_p99_s is not None
             and load > 1
-            and (_took_the_slo(level, slo_p99_s) or measured.latency.p50 >= 2 * slo_p99_s)
+            and (
+                _took_the_slo(level, slo_p99_s)
+                or measured.latency.p50 >= 2 * slo_p99_s
+                or measured.latency.count < MIN_EXECUTIONS
+            )
         ):
             break
         step = _next_load(ladder, load, samples, instances, None if aimed else slo_p99_s)
