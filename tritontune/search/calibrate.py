@@ -101,10 +101,13 @@ def calibrate_setting(
     largest batch took ``slo_p99_s`` or more to compute: a config whose batches take that long
     can't meet the SLO, and the higher levels (the largest batches, the slowest windows: on
     MiniLM they were most of a calibration's time) would measure only such batches. A level whose
-    median latency was twice the SLO or more took it too (a request waits for the batch running,
-    then runs in the next): on a model that runs a few batches a second, the windows may hold
-    too few executions to tell. A level is the last too when its windows held fewer than
-    :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` replies: its batches outlast a window
+    requests wait twice the SLO or more, by Little's law (its concurrency over the rate it
+    served), took it too (a request waits for the batch running, then runs in the next): on a
+    model that runs a few batches a second, the windows may hold too few executions to tell, and
+    their latencies are the first of a queue still forming (VGG16, two instances at concurrency
+    16: a median of 1.3 s in the windows, 4.7 s by Little's law). A level is the last
+    too when its windows held fewer than :data:`~tritontune.predict.calibration.MIN_EXECUTIONS`
+    replies: its batches outlast a window
     (0.4-1.6 s), and the next level, four times the requests in flight, would leave a backlog
     past the request timeout that the server goes on computing under the next setting's levels
     (VGG16, two instances: an instance of that setting went on computing for 7 minutes, in 9 GB,
@@ -147,7 +150,7 @@ def calibrate_setting(
             and load > 1
             and (
                 _took_the_slo(level, slo_p99_s)
-                or measured.latency.p50 >= 2 * slo_p99_s
+                or load >= 2 * slo_p99_s * measured.request_rate
                 or measured.latency.count < MIN_EXECUTIONS
             )
         ):
