@@ -13,3 +13,7 @@ from tritontune.measure.measurement import MeasureSettings
 FAST = MeasureSettings(warmup_s=0.1, window_s=0.2, min_window_requests=50, max_windows=3)
 #: :data:`FAST` as the CLI's options.
 FAST_OPTIONS = ["--warmup", "0.1s", "--window", "0.2s", "--max-windows", "3"]
+#: A single-class search's playoff rounds as short (its default is 0.5 s of warm-up and 0.5 s
+#: windows, up to 6: ~3.5 s a round on the example, twice a trial's level), where what is under
+#: test is who runs the playoff, not its verdict.
+FAST_PLAYOFF_OPTIONS = ["--playoff-window", "0.2s"]

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.conftest import tritonserver_processes
-from tests.measuring import FAST_OPTIONS
+from tests.measuring import FAST_OPTIONS, FAST_PLAYOFF_OPTIONS
 from tritontune.cli import app
 from tritontune.study.handle import TuningStudy
 
@@ -134,7 +134,7 @@ def test_search_a_workload_end_to_end(example_repository: Path, tmp_path: Path):
     result = search(
         "-r", str(example_repository), "-m", "mlp", "--workload", str(workload),
         "--trials", "1", "--playoff-top", "1", "--playoff-rounds", "1", "--seed", "3",
-        "--layout", "shared", "--start-rate", "240", "--max-load", "960", "--max-windows", "3",
+        "--layout", "shared", "--start-rate", "240", "--max-load", "960", *FAST_OPTIONS,
         "--storage", storage, "--results", str(results), "--report", str(report),
         "--space", str(space),
     )  # fmt: skip
@@ -272,7 +272,7 @@ def test_ctrl_c_then_the_same_command_resumes(
         sys.executable, "-m", "tritontune", "search", "-r", str(example_repository), "-m", "mlp",
         "--slo-p99", "50ms", "--trials", "3", "--seed", "11", "--space", str(space),
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "resume",
-        "--results", str(results), *FAST_OPTIONS,
+        "--results", str(results), *FAST_OPTIONS, *FAST_PLAYOFF_OPTIONS,
         "--playoff-top", "1", "--playoff-rounds", "1", "--playoff-extra-rounds", "0",
         "--max-load", "4",
     ]  # fmt: skip

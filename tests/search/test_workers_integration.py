@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
 from tests.groups import MODELS, two_model_repository
 from tests.groups import WORKLOAD as GROUP_WORKLOAD
-from tests.measuring import FAST_OPTIONS
+from tests.measuring import FAST_OPTIONS, FAST_PLAYOFF_OPTIONS
 from tests.pipelines import BLS, PIPELINE, write_bls, write_pipeline
 from tests.studies import read_study
 from tritontune.errors import InputError
@@ -48,9 +48,10 @@ TIMEOUT_S = 300
 #: Short windows, one interleaved round for the top trial: what is under test is who measures
 #: what, not the figures.
 FAST = [*FAST_OPTIONS, "--playoff-top", "1", "--playoff-rounds", "1"]
-#: And no extra rounds of a playoff (a traffic mix's final rounds have none): where two configs
-#: this close are in an uncertain order, 3 more rounds of both took 30 s of a 35 s search.
-NO_EXTRA_ROUNDS = ["--playoff-extra-rounds", "0"]
+#: A single-class search's playoff short, and with no extra rounds (a traffic mix's final rounds
+#: are measured with the trials' windows and have none): where two configs this close are in an
+#: uncertain order, 3 more rounds of both took 30 s of a 35 s search.
+SHORT_PLAYOFF = ["--playoff-extra-rounds", "0", *FAST_PLAYOFF_OPTIONS]
 
 
 def start_search(tmp_path: Path, storage: str, seed: int, args: list[str]) -> subprocess.Popen:
@@ -77,7 +78,7 @@ def start_worker(
             "-r", str(example_repository), "-m", "mlp", "--slo-p99", "50ms",
             "--trials", str(budget), "--space", str(space), "--study", study,
             "--max-load", "4", "--results", str(tmp_path / f"results-{seed}.json"),
-            *NO_EXTRA_ROUNDS,
+            *SHORT_PLAYOFF,
         ],
     )  # fmt: skip
 
@@ -185,7 +186,7 @@ def test_two_workers_share_one_pipeline_study(kind: str, tmp_path: Path):
 
     args = [
         "-r", str(repository), "-m", entry, *composing, "--slo-p99", "100ms", "--trials", "2",
-        "--study", "pipe", "--max-load", "4", *NO_EXTRA_ROUNDS,
+        "--study", "pipe", "--max-load", "4", *SHORT_PLAYOFF,
     ]  # fmt: skip
     for worker in [start_search(tmp_path, storage, seed, args) for seed in (1, 2)]:
         finish(worker, tmp_path)

@@ -237,6 +237,13 @@ def search(
             min=0,
         ),
     ] = MAX_EXTRA_ROUNDS,
+    playoff_window: Annotated[
+        str,
+        typer.Option(
+            help="Warm-up and window length of each playoff round (longer than a trial's: a "
+            "round's figure is a verdict, not a screening figure).",
+        ),
+    ] = f"{PLAYOFF_MEASURE.window_s:g}s",
     report: Annotated[Path | None, typer.Option(help="Also write the HTML report here.")] = None,
     csv_out: CsvOption = None,
     headroom: HeadroomOption = f"{DEFAULT_HEADROOM:.0%}",
@@ -257,6 +264,8 @@ def search(
             window_s=max(parse_duration(window, what="--window"), 0.05),
             max_windows=max_windows,
         )
+        round_s = max(parse_duration(playoff_window, what="--playoff-window"), 0.05)
+        playoff_measure = replace(PLAYOFF_MEASURE, warmup_s=round_s, window_s=round_s)
         timeout_s = parse_duration(timeout, what="--timeout") if timeout else None
         if workload_file is not None:
             refuse_given(ctx, WORKLOAD_REFUSES)
@@ -348,7 +357,7 @@ def search(
             accuracy=_accuracy(precision_checks, space),
             measure=measure,
             playoff=PlayoffSettings(
-                playoff_top, playoff_rounds, PLAYOFF_MEASURE, extra_rounds=playoff_extra_rounds
+                playoff_top, playoff_rounds, playoff_measure, extra_rounds=playoff_extra_rounds
             ),
             strategy=strategy,
         )
@@ -430,6 +439,8 @@ WORKLOAD_REFUSES = {
     "composing": "not with --workload yet: a pipeline is searched with one class of load",
     "playoff_extra_rounds": "not with --workload: its final rounds are --playoff-rounds, each a "
     "capacity search",
+    "playoff_window": "not with --workload: its final rounds are capacity searches, measured with "
+    "--warmup and --window",
 }
 
 
