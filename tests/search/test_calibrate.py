@@ -10,6 +10,7 @@ from tests.fakes import SimulatedSession
 from tests.search.test_predicted import CURVES, SPACE
 from tritontune.config.repository import load_model_source
 from tritontune.measure.stats import LatencyStats
+from tritontune.predict.calibration import SettingCalibration
 from tritontune.search.calibrate import (
     _load_at_slo,
     _only_slow_batches,
@@ -53,6 +54,16 @@ def session(example_repository) -> SimulatedSession:
     return SimulatedSession(load_model_source(example_repository, "mlp"), CURVES)
 
 
+def ladder_of(bench: SimulatedSession, slo: float | None) -> tuple[list[int], SettingCalibration]:
+    """The loads one instance's calibration (batches up to 64) measured on ``bench``, and it."""
+    loads: list[int] = []
+    done = calibrate_setting(
+        bench, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=slo,
+        on_level=lambda load, _measured: loads.append(load),
+    )  # fmt: skip
+    return loads, done
+
+
 def test_a_level_took_the_slo_when_its_largest_batches_did_or_enough_slow_ones_together():
     """At concurrency 16 on MiniLM in INT8 (100 ms SLO), batches of 10-15 ran once or twice each
     at 300-470 ms: no size 3 times, but together past the SLO, 3 times and more."""
@@ -91,11 +102,7 @@ def test_the_last_level_is_aimed_at_the_batch_that_takes_the_slo(session: Simula
 def test_an_slo_below_every_batch_or_above_them_all_keeps_the_ladder_bounds(
     session: SimulatedSession, slo: float
 ):
-    loads: list[int] = []
-    calibrate_setting(
-        session, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=slo,
-        on_level=lambda load, _measured: loads.append(load),
-    )  # fmt: skip
+    loads, _ = ladder_of(session, slo)
     ladder = calibration_loads(1, 64)
     assert loads[0] == 1 and set(loads) <= set(range(1, ladder[-1] + 1))
     assert loads == sorted(set(loads))  # always rising, never twice
@@ -108,11 +115,7 @@ def test_a_slow_models_single_requests_are_measured_until_they_ran_enough(exampl
     again at concurrency 1 until its batches of one ran 3 times (at most 3 levels there): with
     fewer, no point of the curve is kept and the setting can't be calibrated."""
     slow = SimulatedSession(load_model_source(example_repository, "mlp"), CURVES, requests=3)
-    loads: list[int] = []
-    calibrated = calibrate_setting(
-        slow, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.5,
-        on_level=lambda load, _measured: loads.append(load),
-    )  # fmt: skip
+    loads, calibrated = ladder_of(slow, 0.5)
     assert loads[:3] == [1, 1, 4], loads  # 2 executions a level here
     assert calibrated.points[0].batch_size == 1 and calibrated.points[0].executions >= 3
 
@@ -134,12 +137,7 @@ def test_a_level_whose_requests_wait_twice_the_slo_is_the_last(example_repositor
     """Batches of 1 take 4 ms here, and concurrency 16 serves about 890 requests a second: by
     Little's law they wait 18 ms, past twice an 8 ms SLO. Its batches took the SLO, though its
     windows held none of them, and no level above it is measured."""
-    few = FewExecutions(load_model_source(example_repository, "mlp"), CURVES)
-    loads: list[int] = []
-    calibrate_setting(
-        few, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.008,
-        on_level=lambda load, _measured: loads.append(load),
-    )  # fmt: skip
+    loads, _ = ladder_of(FewExecutions(load_model_source(example_repository, "mlp"), CURVES), 0.008)
     assert loads == [1, 4, 16], loads
 
 
@@ -157,10 +155,5 @@ class NoReplies(SimulatedSession):
 def test_a_level_whose_windows_held_no_reply_is_the_last(example_repository):
     """Its batches outlast its windows: the next level, with four times as many requests in
     flight, would leave the server a backlog to compute past the request timeout."""
-    silent = NoReplies(load_model_source(example_repository, "mlp"), CURVES)
-    loads: list[int] = []
-    calibrate_setting(
-        silent, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.5,
-        on_level=lambda load, _measured: loads.append(load),
-    )  # fmt: skip
+    loads, _ = ladder_of(NoReplies(load_model_source(example_repository, "mlp"), CURVES), 0.5)
     assert loads == [1, 4], loads
