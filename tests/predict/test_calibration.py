@@ -15,7 +15,9 @@ from tritontune.predict.calibration import (
     contention,
     execution_setting,
     fit_points,
+    interacting_settings,
     lognormal_cv,
+    setting_key,
     settings_to_calibrate,
 )
 from tritontune.predict.config import batcher_config_of
@@ -74,6 +76,58 @@ def test_one_knob_at_a_time_and_composition():
     assert composed.curve.mean(8) == pytest.approx(0.008)  # 0.008 x 2.0 x 0.5
     with pytest.raises(KeyError, match="intra_op_thread_count"):
         calibration.predict({"instance_count": 1, "intra_op_thread_count": 4})
+
+
+def precise(precision: str, level: str, factor: float, instances: int = 1) -> SettingCalibration:
+    return SettingCalibration(
+        {"instance_count": instances, "precision": precision, "graph_optimization": level},
+        (BatchPoint(1, 0.010 * factor, 10), BatchPoint(8, 0.040 * factor, 10)),
+        cv=0.1,
+        overhead_s=0.0005,
+    )
+
+
+def test_the_fastest_precision_is_calibrated_at_every_graph_level_and_composed_as_one():
+    reference = {"instance_count": 1, "precision": "fp32", "graph_optimization": "all"}
+    values = {
+        "instance_count": (1, 2),
+        "precision": ("fp32", "fp16", "int8_static"),
+        "graph_optimization": ("all", "basic", "extended"),
+    }
+    calibration = Calibration(reference)
+    assert interacting_settings(calibration, values) == []  # nothing calibrated yet
+    calibration.add(precise("fp32", "all", 1.0))
+    calibration.add(precise("fp32", "all", 0.5, instances=2))
+    calibration.add(precise("fp16", "all", 0.9))
+    calibration.add(precise("int8_static", "all", 0.25))
+    calibration.add(precise("fp32", "basic", 1.1))
+    calibration.add(precise("fp32", "extended", 1.05))
+    plan = interacting_settings(calibration, values)
+    assert plan == [
+        {**reference, "precision": "int8_static", "graph_optimization": "basic"},
+        {**reference, "precision": "int8_static", "graph_optimization": "extended"},
+    ]
+    slow = {**reference, "precision": "int8_static", "graph_optimization": "basic", "instance_count": 2}
+    # before the pair is calibrated: the two ratios multiplied (0.25 x 1.1 x 0.5)
+    assert calibration.predict(slow).curve.mean(1) == pytest.approx(0.010 * 0.25 * 1.1 * 0.5)
+    calibration.add(precise("int8_static", "basic", 2.0))  # the integer kernels need fusions
+    composed = calibration.predict(slow)
+    assert composed.derivation == Derivation.COMPOSED
+    assert composed.curve.mean(1) == pytest.approx(0.010 * 2.0 * 0.5)  # the pair's ratio, once
+    pair = {**reference, "precision": "int8_static", "graph_optimization": "basic"}
+    two = {**reference, "instance_count": 2}
+    assert composed.sources == tuple(setting_key(s) for s in (reference, pair, two))
+    half = calibration.predict({**slow, "graph_optimization": "extended"})  # no pair calibrated
+    assert half.curve.mean(1) == pytest.approx(0.010 * 0.25 * 1.05 * 0.5)
+    # a precision that composes with another level still takes one-knob ratios
+    assert calibration.predict(
+        {**reference, "precision": "fp16", "graph_optimization": "basic"}
+    ).curve.mean(1) == pytest.approx(0.010 * 0.9 * 1.1)
+    # the reference's precision the fastest: no pairs
+    fastest = Calibration(reference)
+    fastest.add(precise("fp32", "all", 1.0))
+    fastest.add(precise("fp16", "all", 1.2))
+    assert interacting_settings(fastest, values) == []
 
 
 def test_the_study_format_reads_back():

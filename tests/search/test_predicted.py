@@ -32,7 +32,7 @@ from tritontune.search.whatif import at_slo, best_for, parse_assignments, study_
 from tritontune.study.coordination import point_key
 from tritontune.study.figures import OperatingPoint
 from tritontune.study.handle import TuningStudy
-from tritontune.study.records import TrialResult
+from tritontune.study.records import StudyIdentity, TrialResult
 
 ONE = {1: 0.004, 4: 0.007, 16: 0.018, 64: 0.065}
 CURVES = {
@@ -417,3 +417,52 @@ def test_calibration_stops_rising_once_a_batch_takes_the_slo(source):
     short = calibrate_setting(session, SPACE, {"instance_count": 1}, max_batch_size=64, slo_p99_s=0.02)
     assert short.levels < whole.levels
     assert short.points[-1].mean_s >= 0.02  # what stopped it was measured
+
+
+#: Precisions and graph levels on the modelled server (one instance).
+PRECISE_SPACE = SearchSpace(
+    {
+        "max_batch_size": Choice((1, 4, 16)),
+        "dynamic_batching": Choice((True,)),
+        "max_queue_delay": Choice((100,)),
+        "preferred_batch_size": Choice(("none",)),
+        "precision": Choice(("fp32", "fp16", "int8_static")),
+        "graph_optimization": Choice(("all", "basic")),
+    }
+)
+
+
+def precise_curve(config) -> ServiceCurve:
+    """The truth: INT8 static is 4x faster than FP32 at graph level ``all`` and 2x slower at
+    ``basic`` (its integer kernels need the fusions); the other knobs compose."""
+    from tritontune.config.variant import precision_of
+
+    precision = precision_of(config)
+    basic = config.optimization.graph.level == -1
+    factor = {"fp32": 1.0, "fp16": 0.9, "int8_static": 0.25}[precision]
+    if basic:
+        factor = 2.0 if precision == "int8_static" else factor * 1.1
+    return ServiceCurve({b: (m * factor, 0.1 * m * factor) for b, m in ONE.items()})
+
+
+def test_the_fastest_precision_is_calibrated_at_the_other_graph_levels(source):
+    from tritontune.hostinfo import this_worker
+    from tritontune.search.predicted import calibrate_space
+
+    study = TuningStudy.create_or_resume(
+        optuna.storages.InMemoryStorage(),
+        "p",
+        identity=StudyIdentity("mlp", SLO, LoadMode.CONCURRENCY),
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    calibrate_space(study, SimulatedSession(source, precise_curve), PRECISE_SPACE, worker=this_worker())
+    calibration = study.calibration()
+    assert calibration is not None
+    slow = {"precision": "int8_static", "graph_optimization": "basic"}
+    assert calibration.has(slow) and not calibration.has(
+        {"precision": "fp16", "graph_optimization": "basic"}
+    )
+    assert len(calibration.settings) == 5  # the reference, fp16, int8, basic, then INT8 at basic
+    predicted = calibration.predict(slow)
+    assert predicted.measured
+    assert predicted.curve.mean(4) == pytest.approx(2.0 * ONE[4], rel=0.2)  # not 0.25 x 1.1

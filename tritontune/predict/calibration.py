@@ -31,8 +31,10 @@ alpha``. ``alpha`` is 1 (fair time-slicing) until the *joint* setting (the most 
 most threads the space allows: one calibration more) is measured; then it is fitted to it, so
 the calibration can refute the model (onnxruntime's spinning threads make oversubscription cost
 more than time-slicing). Knobs that do not share a resource (precision, graph level, inter-op
-threads) stay composed; a prediction says which way it was made (:class:`Derivation`), and a
-composed or modelled one is given a wider band.
+threads) stay composed, but precision and graph level interact: the fastest precision is also
+calibrated at every graph level (:func:`interacting_settings`), and a setting with both is
+composed from that pair's ratio. A prediction says which way it was made (:class:`Derivation`),
+and a composed or modelled one is given a wider band.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ EXECUTION_KNOBS = (
     "tensorrt_precision",
     "graph_optimization",
 )
+#: Knobs that share no resource but whose effects on one execution interact, calibrated together
+#: where it matters (:func:`interacting_settings`): a static INT8 model's quantize/dequantize pairs
+#: become integer kernels only at onnxruntime's higher graph levels (VGG16's INT8 static at level
+#: ``basic``, composed from FP32's ratio: predicted 19.6 images/s, served 2.5).
+INTERACTING_KNOBS = ("precision", "graph_optimization")
 #: The knobs whose settings compete for the server's cores (see the module docstring).
 CORE_KNOBS = ("instance_count", "intra_op_thread_count")
 #: How a setting splits the host's compute: where its instances run, how many, with how many
@@ -282,18 +289,34 @@ class Calibration:
         means = start.means()
         sources = [start.key]
         path, cv = start.path_s, start.cv
-        for name, value in setting.items():
-            if start.setting.get(name) == value:
-                continue
-            one = self.settings.get(setting_key({**self.reference, name: value}))
-            if one is None:
-                raise KeyError(f"no calibration changes {name} to {value!r} alone")
+        left = {name: value for name, value in setting.items() if start.setting.get(name) != value}
+        while left:
+            one = self._widest_ratio(left)
             sources.append(one.key)
             ratio = _ratios(base, one.means())
             means = {b: m * ratio(b) for b, m in means.items()}
             cv = max(cv, one.cv)
             path = max(path, one.path_s)  # the slowest path of those it is composed from
+            left = {name: value for name, value in left.items() if one.setting.get(name) != value}
         return _Composed(means, start.overhead_s, path, cv, tuple(sources), anchored)
+
+    def _widest_ratio(self, left: Mapping[str, Any]) -> SettingCalibration:
+        """The calibration that changes the most of the knobs ``left`` (to their values there),
+        and no other, from the reference: one knob alone, or knobs calibrated together because
+        they interact (:func:`interacting_settings`). Instances and threads together are not
+        one: sharing the cores is the contention model's (the joint setting anchors instead)."""
+        best: SettingCalibration | None = None
+        width = 0
+        for calibrated in self.settings.values():
+            changed = {k for k, v in calibrated.setting.items() if self.reference.get(k) != v}
+            if not changed or set(CORE_KNOBS) <= changed or len(changed) <= width:
+                continue
+            if all(name in left and left[name] == calibrated.setting[name] for name in changed):
+                best, width = calibrated, len(changed)
+        if best is None:
+            name, value = next(iter(left.items()))
+            raise KeyError(f"no calibration changes {name} to {value!r} alone")
+        return best
 
     def _shares_cores(self, setting: Mapping[str, Any]) -> bool:
         """Whether ``setting`` changes both instances and threads from the reference on a CPU
@@ -456,3 +479,30 @@ def settings_to_calibrate(
     if joint is not None and dict(joint) not in plan:
         plan.append(dict(joint))
     return plan
+
+
+def interacting_settings(
+    calibration: Calibration, values: Mapping[str, Iterable[Any]]
+) -> list[dict[str, Any]]:
+    """The settings that calibrate :data:`INTERACTING_KNOBS` together, once the one-knob
+    settings are calibrated: the fastest precision (at batch size 1, against the reference) at
+    each other graph level. Only the fastest: it is the one the ranking puts first, and each
+    level costs a calibration. Empty where the reference's precision is the fastest or no
+    precision was calibrated."""
+    first, second = INTERACTING_KNOBS
+    reference = calibration.settings.get(setting_key(calibration.reference))
+    if reference is None or first not in values or second not in values:
+        return []
+    base = reference.means()
+    fastest, speed = calibration.reference.get(first), 1.0
+    for value in values[first]:
+        one = calibration.settings.get(setting_key({**calibration.reference, first: value}))
+        if one is not None and _ratios(base, one.means())(1) < speed:
+            fastest, speed = value, _ratios(base, one.means())(1)
+    if fastest == calibration.reference.get(first):
+        return []
+    return [
+        {**calibration.reference, first: fastest, second: level}
+        for level in values[second]
+        if level != calibration.reference.get(second)
+    ]

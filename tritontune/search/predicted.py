@@ -43,6 +43,7 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.calibration import (
     Calibration,
     SettingCalibration,
+    interacting_settings,
     setting_key,
     settings_to_calibrate,
 )
@@ -239,9 +240,10 @@ def calibrate_space(
     progress: CalibrationProgress | None = None,
     wait_s: float = CALIBRATION_WAIT_S,
 ) -> Calibration:
-    """Calibrate the settings the space's ranking needs (:func:`settings_to_calibrate`), each kept
-    in the study as it is done: a resumed search calibrates only what is missing, and a setting
-    another worker claimed is waited for (up to ``wait_s``), not measured twice."""
+    """Calibrate the settings the space's ranking needs (:func:`settings_to_calibrate`, then
+    :func:`interacting_settings`, which depend on the first ones' figures), each kept in the study
+    as it is done: a resumed search calibrates only what is missing, and a setting another worker
+    claimed is waited for (up to ``wait_s``), not measured twice."""
     progress = progress or CalibrationProgress()
     calibration = study.calibration()
     if calibration is None:
@@ -252,6 +254,35 @@ def calibrate_space(
     plan = settings_to_calibrate(
         calibration.reference, values, calibration.joint_setting(values, max_threads_of(space))
     )
+    calibrate = partial(
+        _calibrate_plan,
+        study,
+        bench,
+        space,
+        worker=worker,
+        slo_p99_s=slo_p99_s,
+        progress=progress,
+        wait_s=wait_s,
+    )
+    calibration = calibrate(calibration, plan, 0)
+    return calibrate(calibration, interacting_settings(calibration, values), len(plan))
+
+
+def _calibrate_plan(
+    study: TuningStudy,
+    bench: Bench,
+    space: SearchSpace,
+    calibration: Calibration,
+    plan: Sequence[dict[str, Any]],
+    done: int,
+    *,
+    worker: WorkerId,
+    slo_p99_s: float | None,
+    progress: CalibrationProgress,
+    wait_s: float,
+) -> Calibration:
+    """Calibrate the settings of ``plan`` not in ``calibration`` yet (``done``: how many settings
+    earlier plans had, for the progress), then wait for those other workers claimed."""
     largest = max_batch_size_of(space, bench)
     waiting = []
     for index, setting in enumerate(plan):
@@ -261,7 +292,7 @@ def calibrate_space(
             waiting.append(setting)
             continue
         if progress.on_setting_start:
-            progress.on_setting_start(index + 1, len(plan), setting)
+            progress.on_setting_start(done + index + 1, done + len(plan), setting)
         try:
             calibrated, _ = with_restarts(
                 bench,
