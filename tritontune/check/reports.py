@@ -15,12 +15,6 @@ from junitparser import Failure, JUnitXml, TestCase, TestSuite
 from tritontune.check.gate import CheckReport, ModelCheck, WorkloadCheck
 from tritontune.check.verdict import Criterion
 
-RULES = {
-    "p99": "p99 within the SLO",
-    "throughput": "throughput within tolerance of the record",
-    "errors": "failed requests under 1 %",
-}
-
 
 def criterion_text(check: ModelCheck, criterion: Criterion) -> str:
     """``p99 41.2 ms <= 50 ms (3/3 rounds agree, high confidence)``."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,7 +62,6 @@ class PrecisionCheck:
     figures: AccuracyFigures | None = None
     reason: str | None = None
     """Why it was rejected (the converter's error, or the figures out of tolerance)."""
-    build_s: float = 0.0
     data: str = "synthesized"
     """Where the calibration and evaluation inputs came from."""
     recipe: Recipe | None = None
@@ -340,7 +338,6 @@ def _first_accurate(
     cache: Path | None,
 ) -> PrecisionCheck:
     """Build ``recipes`` in order; the first whose outputs pass the gate is the variant."""
-    started = time.monotonic()
     tried: list[str] = []
     last: PrecisionCheck | None = None
     expected: dict | None = None  # FP32's outputs, run once for every candidate
@@ -374,7 +371,6 @@ def _first_accurate(
             path=path,
             figures=figures,
             reason="; ".join(problems) or None,
-            build_s=time.monotonic() - started,
             data=data.source,
             recipe=recipe,
             tried=tuple(tried),
@@ -388,7 +384,6 @@ def _first_accurate(
         last = replace(
             last,
             reason=f"none of {len(tried)} recipes passed; the last ({label}): {last.reason}",
-            build_s=time.monotonic() - started,
             tried=tuple(tried[:-1]),
         )
     return last

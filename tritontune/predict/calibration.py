@@ -31,10 +31,10 @@ alpha``. ``alpha`` is 1 (fair time-slicing) until the *joint* setting (the most 
 most threads the space allows: one calibration more) is measured; then it is fitted to it, so
 the calibration can refute the model (onnxruntime's spinning threads make oversubscription cost
 more than time-slicing). Knobs that do not share a resource (precision, graph level, inter-op
-threads) stay composed, but precision and graph level interact: the fastest precision is also
-calibrated at every graph level (:func:`interacting_settings`), and a setting with both is
-composed from that pair's ratio. A prediction says which way it was made (:class:`Derivation`),
-and a composed or modelled one is given a wider band.
+threads) stay composed, but precision interacts with the others, so the fastest precision is
+calibrated as the reference is (:func:`fastest_precision_settings`), and a setting in it is
+composed around it. A prediction says which way it was made (:class:`Derivation`), and a
+composed or modelled one is given a wider band.
 """
 
 from __future__ import annotations
@@ -61,11 +61,8 @@ EXECUTION_KNOBS = (
     "tensorrt_precision",
     "graph_optimization",
 )
-#: Knobs that share no resource but whose effects on one execution interact, calibrated together
-#: where it matters (:func:`interacting_settings`): a static INT8 model's quantize/dequantize pairs
-#: become integer kernels only at onnxruntime's higher graph levels (VGG16's INT8 static at level
-#: ``basic``, composed from FP32's ratio: predicted 19.6 images/s, served 2.5).
-INTERACTING_KNOBS = ("precision", "graph_optimization")
+#: The knob whose fastest value is calibrated like the reference (:func:`fastest_precision_settings`).
+PRECISION_KNOB = "precision"
 #: The knobs whose settings compete for the server's cores (see the module docstring).
 CORE_KNOBS = ("instance_count", "intra_op_thread_count")
 #: How a setting splits the host's compute: where its instances run, how many, with how many
@@ -271,52 +268,56 @@ class Calibration:
         return Prediction(curve, composed.overhead_s, composed.path_s, derivation, tuple(sources))
 
     def _composed(self, setting: Mapping[str, Any], *, anchor: bool = True) -> _Composed:
-        """The reference's curve times each differing knob's one-knob ratio (independent knobs).
-        Where the joint setting with ``setting``'s instances and threads was calibrated, it is
-        the start instead of the reference, and only the other knobs are composed on it."""
-        reference = self.settings.get(setting_key(self.reference))
-        if reference is None:
-            raise KeyError("the reference setting is not calibrated")
-        base = reference.means()
-        start = self.settings.get(
-            setting_key({**self.reference, **{k: setting[k] for k in CORE_KNOBS if k in setting}})
-        )
-        anchored = (
-            anchor and start is not None and start is not reference and self._shares_cores(setting)
-        )
-        if not anchored or start is None:
-            start = reference
+        """A *base*'s curve times each differing knob's one-knob ratio (independent knobs). The
+        base is the setting's precision at the reference's other knobs where that is calibrated
+        (its *home*), else the reference; where the joint setting with ``setting``'s instances
+        and threads was calibrated (around the home first), it is the start instead, and only
+        the other knobs are composed on it. A knob's ratio is taken around the home where that
+        one-knob setting was calibrated there, else around the reference."""
+        bases = self._bases(setting)
+        start, anchored = bases[0], False
+        if anchor and self._shares_cores(setting):
+            split = {k: setting[k] for k in CORE_KNOBS if k in setting}
+            for base in bases:
+                joint = self.settings.get(setting_key({**base.setting, **split}))
+                if joint is not None:
+                    start, anchored = joint, True
+                    break
         means = start.means()
         sources = [start.key]
         path, cv = start.path_s, start.cv
-        left = {name: value for name, value in setting.items() if start.setting.get(name) != value}
-        while left:
-            one = self._widest_ratio(left)
+        for name, value in setting.items():
+            if start.setting.get(name) == value:
+                continue
+            base, one = self._one_knob(bases, name, value)
             sources.append(one.key)
-            ratio = _ratios(base, one.means())
+            ratio = _ratios(base.means(), one.means())
             means = {b: m * ratio(b) for b, m in means.items()}
             cv = max(cv, one.cv)
             path = max(path, one.path_s)  # the slowest path of those it is composed from
-            left = {name: value for name, value in left.items() if one.setting.get(name) != value}
         return _Composed(means, start.overhead_s, path, cv, tuple(sources), anchored)
 
-    def _widest_ratio(self, left: Mapping[str, Any]) -> SettingCalibration:
-        """The calibration that changes the most of the knobs ``left`` (to their values there),
-        and no other, from the reference: one knob alone, or knobs calibrated together because
-        they interact (:func:`interacting_settings`). Instances and threads together are not
-        one: sharing the cores is the contention model's (the joint setting anchors instead)."""
-        best: SettingCalibration | None = None
-        width = 0
-        for calibrated in self.settings.values():
-            changed = {k for k, v in calibrated.setting.items() if self.reference.get(k) != v}
-            if not changed or set(CORE_KNOBS) <= changed or len(changed) <= width:
-                continue
-            if all(name in left and left[name] == calibrated.setting[name] for name in changed):
-                best, width = calibrated, len(changed)
-        if best is None:
-            name, value = next(iter(left.items()))
-            raise KeyError(f"no calibration changes {name} to {value!r} alone")
-        return best
+    def _bases(self, setting: Mapping[str, Any]) -> list[SettingCalibration]:
+        """What ``setting`` is composed around: its home (see :meth:`_composed`) where it is
+        calibrated and not the reference, then the reference."""
+        reference = self.settings.get(setting_key(self.reference))
+        if reference is None:
+            raise KeyError("the reference setting is not calibrated")
+        name = PRECISION_KNOB
+        if name not in setting or setting[name] == self.reference.get(name):
+            return [reference]
+        home = self.settings.get(setting_key({**self.reference, name: setting[name]}))
+        return [home, reference] if home is not None else [reference]
+
+    def _one_knob(
+        self, bases: list[SettingCalibration], name: str, value: Any
+    ) -> tuple[SettingCalibration, SettingCalibration]:
+        """The first base with ``name`` changed to ``value`` alone calibrated, and that setting."""
+        for base in bases:
+            one = self.settings.get(setting_key({**base.setting, name: value}))
+            if one is not None and one is not base:
+                return base, one
+        raise KeyError(f"no calibration changes {name} to {value!r} alone")
 
     def _shares_cores(self, setting: Mapping[str, Any]) -> bool:
         """Whether ``setting`` changes both instances and threads from the reference on a CPU
@@ -329,10 +330,12 @@ class Calibration:
         """What sharing the cores adds to the composed time of ``setting``, by batch size."""
         instances = int(setting["instance_count"])
         threads = int(setting["intra_op_thread_count"])
-        reference = self.settings[setting_key(self.reference)].means()
-        alone = self.settings.get(setting_key({**self.reference, "intra_op_thread_count": threads}))
-        threaded = alone.means() if alone is not None else reference
-        speedup = _ratios(threaded, reference)
+        bases = self._bases(setting)
+        try:
+            base, one = self._one_knob(bases, "intra_op_thread_count", threads)
+            speedup = _ratios(one.means(), base.means())
+        except KeyError:  # the reference's threads, or never calibrated alone: no speed-up known
+            speedup = _ratios(bases[0].means(), bases[0].means())  # 1 at every size
         ref_instances = int(self.reference.get("instance_count", 1) or 1)
         ref_threads = int(self.reference.get("intra_op_thread_count", 1) or 1)
 
@@ -481,28 +484,34 @@ def settings_to_calibrate(
     return plan
 
 
-def interacting_settings(
-    calibration: Calibration, values: Mapping[str, Iterable[Any]]
+def fastest_precision_settings(
+    calibration: Calibration,
+    values: Mapping[str, Iterable[Any]],
+    joint: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The settings that calibrate :data:`INTERACTING_KNOBS` together, once the one-knob
-    settings are calibrated: the fastest precision (at batch size 1, against the reference) at
-    each other graph level. Only the fastest: it is the one the ranking puts first, and each
-    level costs a calibration. Empty where the reference's precision is the fastest or no
-    precision was calibrated."""
-    first, second = INTERACTING_KNOBS
+    """The settings that calibrate the fastest precision as the reference is calibrated, once
+    the first plan (:func:`settings_to_calibrate`) is done: one knob at a time from it (its
+    *home*: the reference's other knobs), and at ``joint``'s split of the cores. Precision
+    interacts with the other knobs: a static INT8 model's quantize/dequantize pairs become
+    integer kernels only at onnxruntime's higher graph levels (VGG16's INT8 static at level
+    ``basic``, composed from FP32's ratio: predicted 19.6 images/s, served 2.5), and two INT8
+    instances cost each other more than two FP32 ones on VGG16, less on MiniLM. Only the
+    fastest precision (at batch size 1, against the reference): the ranking puts it first, and
+    each setting costs a calibration. Empty where the reference's precision is the fastest or no
+    other precision was calibrated."""
+    name = PRECISION_KNOB
     reference = calibration.settings.get(setting_key(calibration.reference))
-    if reference is None or first not in values or second not in values:
+    if reference is None or name not in values:
         return []
     base = reference.means()
-    fastest, speed = calibration.reference.get(first), 1.0
-    for value in values[first]:
-        one = calibration.settings.get(setting_key({**calibration.reference, first: value}))
+    fastest, speed = calibration.reference.get(name), 1.0
+    for value in values[name]:
+        one = calibration.settings.get(setting_key({**calibration.reference, name: value}))
         if one is not None and _ratios(base, one.means())(1) < speed:
             fastest, speed = value, _ratios(base, one.means())(1)
-    if fastest == calibration.reference.get(first):
+    if fastest == calibration.reference.get(name):
         return []
-    return [
-        {**calibration.reference, first: fastest, second: level}
-        for level in values[second]
-        if level != calibration.reference.get(second)
-    ]
+    home = {**calibration.reference, name: fastest}
+    others = {knob: options for knob, options in values.items() if knob != name}
+    split = {**joint, name: fastest} if joint is not None else None
+    return settings_to_calibrate(home, others, split)[1:]  # the home itself is calibrated

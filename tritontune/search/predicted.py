@@ -43,7 +43,7 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.calibration import (
     Calibration,
     SettingCalibration,
-    interacting_settings,
+    fastest_precision_settings,
     setting_key,
     settings_to_calibrate,
 )
@@ -241,7 +241,7 @@ def calibrate_space(
     wait_s: float = CALIBRATION_WAIT_S,
 ) -> Calibration:
     """Calibrate the settings the space's ranking needs (:func:`settings_to_calibrate`, then
-    :func:`interacting_settings`, which depend on the first ones' figures), each kept in the study
+    :func:`fastest_precision_settings`, which depend on the first ones' figures), each kept in the study
     as it is done: a resumed search calibrates only what is missing, and a setting another worker
     claimed is waited for (up to ``wait_s``), not measured twice."""
     progress = progress or CalibrationProgress()
@@ -251,9 +251,8 @@ def calibrate_space(
         calibration = study.calibration()
         assert calibration is not None
     values = execution_values(space)
-    plan = settings_to_calibrate(
-        calibration.reference, values, calibration.joint_setting(values, max_threads_of(space))
-    )
+    joint = calibration.joint_setting(values, max_threads_of(space))
+    plan = settings_to_calibrate(calibration.reference, values, joint)
     calibrate = partial(
         _calibrate_plan,
         study,
@@ -265,7 +264,7 @@ def calibrate_space(
         wait_s=wait_s,
     )
     calibration = calibrate(calibration, plan, 0)
-    return calibrate(calibration, interacting_settings(calibration, values), len(plan))
+    return calibrate(calibration, fastest_precision_settings(calibration, values, joint), len(plan))
 
 
 def _calibrate_plan(
