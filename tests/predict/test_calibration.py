@@ -14,9 +14,10 @@ from tritontune.predict.calibration import (
     SettingCalibration,
     contention,
     execution_setting,
-    fastest_precision_settings,
     fit_points,
+    knob_settings,
     lognormal_cv,
+    precision_settings,
     setting_key,
     settings_to_calibrate,
 )
@@ -87,60 +88,61 @@ def precise(precision: str, level: str, factor: float, instances: int = 1) -> Se
     )
 
 
-def test_the_fastest_precision_is_calibrated_as_the_reference_and_composed_around_it():
+def test_precisions_first_then_every_other_knob_in_the_fastest_one():
     reference = {"instance_count": 1, "precision": "fp32", "graph_optimization": "all"}
     values = {
         "instance_count": (1, 2),
         "precision": ("fp32", "fp16", "int8_static"),
         "graph_optimization": ("all", "basic", "extended"),
     }
+    home = {**reference, "precision": "int8_static"}
+    assert precision_settings(reference, values) == [
+        reference, {**reference, "precision": "fp16"}, home,
+    ]  # fmt: skip
     calibration = Calibration(reference)
-    assert fastest_precision_settings(calibration, values) == []  # nothing calibrated yet
     calibration.add(precise("fp32", "all", 1.0))
-    calibration.add(precise("fp32", "all", 0.5, instances=2))
+    assert calibration.fastest_precision() == "fp32"  # nothing faster calibrated yet
     calibration.add(precise("fp16", "all", 0.9))
     calibration.add(precise("int8_static", "all", 0.25))
-    calibration.add(precise("fp32", "basic", 1.1))
-    calibration.add(precise("fp32", "extended", 1.05))
-    home = {**reference, "precision": "int8_static"}
-    assert fastest_precision_settings(calibration, values) == [
+    assert calibration.fastest_precision() == "int8_static"
+    assert knob_settings(calibration, values) == [
         {**home, "instance_count": 2},
         {**home, "graph_optimization": "basic"},
         {**home, "graph_optimization": "extended"},
     ]
-    slow = {**home, "graph_optimization": "basic", "instance_count": 2}
-    # before its home's settings are calibrated: FP32's ratios (0.25 x 1.1 x 0.5)
-    assert calibration.predict(slow).curve.mean(1) == pytest.approx(0.010 * 0.25 * 1.1 * 0.5)
     calibration.add(precise("int8_static", "basic", 2.0))  # the integer kernels need fusions
     calibration.add(precise("int8_static", "all", 0.2, instances=2))  # INT8 instances: 0.8x
+    slow = {**home, "graph_optimization": "basic", "instance_count": 2}
     composed = calibration.predict(slow)
     assert composed.derivation == Derivation.COMPOSED
-    # around the home: 0.25 x (2.0 / 0.25) x (0.2 / 0.25)
+    # around its home: 0.25 x (2.0 / 0.25) x (0.2 / 0.25)
     assert composed.curve.mean(1) == pytest.approx(0.010 * 2.0 * 0.8)
     basic, two = {**home, "graph_optimization": "basic"}, {**home, "instance_count": 2}
     assert composed.sources == tuple(setting_key(s) for s in (home, two, basic))
-    # a knob its home lacks is FP32's ratio: 0.25 x 1.05 x 0.8
-    extended = calibration.predict({**slow, "graph_optimization": "extended"})
-    assert extended.curve.mean(1) == pytest.approx(0.010 * 0.25 * 1.05 * 0.8)
-    # another precision still composes around the reference: 0.9 x 1.1
+    # another precision is composed around its own home with the fastest one's ratios
     fp16 = calibration.predict({**reference, "precision": "fp16", "graph_optimization": "basic"})
-    assert fp16.curve.mean(1) == pytest.approx(0.010 * 0.9 * 1.1)
-    # the reference's precision the fastest: nothing more to calibrate
-    fastest = Calibration(reference)
-    fastest.add(precise("fp32", "all", 1.0))
-    fastest.add(precise("fp16", "all", 1.2))
-    assert fastest_precision_settings(fastest, values) == []
+    assert fp16.curve.mean(1) == pytest.approx(0.010 * 0.9 * 8.0)
+    # a knob calibrated in the reference's precision too: its own ratio first
+    calibration.add(precise("fp32", "basic", 1.1))
+    fp32 = calibration.predict({**reference, "graph_optimization": "basic", "instance_count": 2})
+    assert fp32.curve.mean(1) == pytest.approx(0.010 * 1.1 * 0.8)
+    with pytest.raises(KeyError, match="extended"):
+        calibration.predict({**home, "graph_optimization": "extended"})
+    # without a precision dimension the knobs are calibrated around the reference
+    plain = Calibration({"instance_count": 1})
+    plain.add(setting(1))
+    assert knob_settings(plain, {"instance_count": (1, 2)}) == [{"instance_count": 2}]
 
 
-def test_the_fastest_precisions_joint_split_anchors_its_oversubscribed_settings():
+def test_the_fastest_precisions_joint_split_anchors_every_precisions_oversubscribed_settings():
     reference = {"instance_count": 1, "intra_op_thread_count": 1, "precision": "fp32"}
     values = {"instance_count": (1, 2), "intra_op_thread_count": (1, 2), "precision": ("fp32", "int8")}
     calibration = Calibration(reference, cores=2)
     joint = calibration.joint_setting(values, max_threads=4)
     assert joint == {**reference, "instance_count": 2, "intra_op_thread_count": 2}
+    home = {**reference, "precision": "int8"}
     for instances, threads, precision, factor in (
-        (1, 1, "fp32", 1.0), (2, 1, "fp32", 1.0), (1, 2, "fp32", 0.6), (2, 2, "fp32", 1.2),
-        (1, 1, "int8", 0.3),
+        (1, 1, "fp32", 1.0), (1, 1, "int8", 0.3), (2, 1, "int8", 0.3), (1, 2, "int8", 0.2),
     ):  # fmt: skip
         calibration.add(
             SettingCalibration(
@@ -150,18 +152,16 @@ def test_the_fastest_precisions_joint_split_anchors_its_oversubscribed_settings(
                 overhead_s=0.0005,
             )
         )
-    home = {**reference, "precision": "int8"}
-    plan = fastest_precision_settings(calibration, values, joint)
-    assert plan == [
-        {**home, "instance_count": 2},
-        {**home, "intra_op_thread_count": 2},
-        {**home, "instance_count": 2, "intra_op_thread_count": 2},
-    ]
-    wanted = plan[-1]
-    # before: FP32's joint times INT8's ratio (1.2 x 0.3); after: INT8's own joint
-    assert calibration.predict(wanted).curve.mean(1) == pytest.approx(0.010 * 1.2 * 0.3)
-    calibration.add(SettingCalibration(wanted, (BatchPoint(1, 0.005, 10),), cv=0.1, overhead_s=0.0005))
-    assert calibration.predict(wanted).measured
+    assert knob_settings(calibration, values, joint)[-1] == {**joint, "precision": "int8"}
+    split = {**home, "instance_count": 2, "intra_op_thread_count": 2}
+    before = calibration.predict(split)
+    assert before.derivation == Derivation.CONTENTION  # modelled until the split is calibrated
+    calibration.add(SettingCalibration(split, (BatchPoint(1, 0.005, 10),), cv=0.1, overhead_s=0.0005))
+    assert calibration.predict(split).measured
+    # FP32 at that split: INT8's split times FP32's ratio to INT8 (1 / 0.3)
+    fp32 = calibration.predict({**split, "precision": "fp32"})
+    assert fp32.derivation == Derivation.COMPOSED
+    assert fp32.curve.mean(1) == pytest.approx(0.005 / 0.3)
 
 
 def test_the_study_format_reads_back():

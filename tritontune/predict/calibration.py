@@ -16,9 +16,10 @@ executions it came from; the spread (one coefficient of variation for every size
 request spends outside the server (client, gRPC, network: ``overhead_s``) come from the
 unbatched, one-request-per-instance level. :meth:`Calibration.curve` fits a
 :class:`~tritontune.predict.batcher.ServiceCurve` to a setting: measured settings directly;
-others, not measured, as the *reference* setting's curve times each knob's measured ratio to it
-(one knob changed at a time: see :func:`settings_to_calibrate`). The study keeps the calibration
-(:meth:`Calibration.to_dict`), so a resumed search and other workers reuse it.
+others, not measured, as their precision's curve (that precision at the reference's other
+knobs: its *home*) times each other knob's measured ratio (one knob changed at a time, in the
+fastest precision: see :func:`precision_settings`, :func:`knob_settings`). The study keeps
+the calibration (:meth:`Calibration.to_dict`), so a resumed search and other workers reuse it.
 
 **Knobs that share the cores are not independent.** On a CPU host, instances and onnxruntime's
 intra-op threads compete for the same cores: 2 instances x 2 threads on 2 cores is not "twice the
@@ -31,9 +32,10 @@ alpha``. ``alpha`` is 1 (fair time-slicing) until the *joint* setting (the most 
 most threads the space allows: one calibration more) is measured; then it is fitted to it, so
 the calibration can refute the model (onnxruntime's spinning threads make oversubscription cost
 more than time-slicing). Knobs that do not share a resource (precision, graph level, inter-op
-threads) stay composed, but precision interacts with the others, so the fastest precision is
-calibrated as the reference is (:func:`fastest_precision_settings`), and a setting in it is
-composed around it. A prediction says which way it was made (:class:`Derivation`), and a
+threads) stay composed, but precision interacts with the others, so each precision is
+calibrated first and the other knobs in the fastest one only (:func:`knob_settings`): a setting
+is composed around its own precision with the fastest one's ratios. A prediction says which
+way it was made (:class:`Derivation`), and a
 composed or modelled one is given a wider band.
 """
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +64,7 @@ EXECUTION_KNOBS = (
     "tensorrt_precision",
     "graph_optimization",
 )
-#: The knob whose fastest value is calibrated like the reference (:func:`fastest_precision_settings`).
+#: The knob calibrated first: the others are calibrated in its fastest value (:func:`knob_settings`).
 PRECISION_KNOB = "precision"
 #: The knobs whose settings compete for the server's cores (see the module docstring).
 CORE_KNOBS = ("instance_count", "intra_op_thread_count")
@@ -269,11 +272,13 @@ class Calibration:
 
     def _composed(self, setting: Mapping[str, Any], *, anchor: bool = True) -> _Composed:
         """A *base*'s curve times each differing knob's one-knob ratio (independent knobs). The
-        base is the setting's precision at the reference's other knobs where that is calibrated
-        (its *home*), else the reference; where the joint setting with ``setting``'s instances
-        and threads was calibrated (around the home first), it is the start instead, and only
-        the other knobs are composed on it. A knob's ratio is taken around the home where that
-        one-knob setting was calibrated there, else around the reference."""
+        bases are the precisions' *homes* (a precision at the reference's other knobs; the
+        reference is FP32's), the setting's own first (:meth:`_bases`). The start is its own
+        home, or, where the setting shares the cores, the first base whose joint split with
+        ``setting``'s instances and threads was calibrated, and only the other knobs are
+        composed on it. A knob's ratio is taken around the first base where that knob alone was
+        calibrated: the other knobs are calibrated in the fastest precision only
+        (:func:`knob_settings`), and the other precisions take its ratios."""
         bases = self._bases(setting)
         start, anchored = bases[0], False
         if anchor and self._shares_cores(setting):
@@ -298,16 +303,43 @@ class Calibration:
         return _Composed(means, start.overhead_s, path, cv, tuple(sources), anchored)
 
     def _bases(self, setting: Mapping[str, Any]) -> list[SettingCalibration]:
-        """What ``setting`` is composed around: its home (see :meth:`_composed`) where it is
-        calibrated and not the reference, then the reference."""
+        """What ``setting`` is composed around: its precision's home (see :meth:`_composed`; the
+        reference when the precision is the reference's, or its home is not calibrated), then
+        the other homes, those with the most settings calibrated around them first."""
         reference = self.settings.get(setting_key(self.reference))
         if reference is None:
             raise KeyError("the reference setting is not calibrated")
+        homes = [reference, *(c for c in self.settings.values() if self._is_home(c))]
+        own = next(
+            (h for h in homes if h.setting.get(PRECISION_KNOB) == setting.get(PRECISION_KNOB)), None
+        )
+        around = Counter(c.setting.get(PRECISION_KNOB) for c in self.settings.values())
+        rest = sorted(
+            (h for h in homes if h is not own), key=lambda h: -around[h.setting.get(PRECISION_KNOB)]
+        )
+        return [own, *rest] if own is not None else rest
+
+    def _is_home(self, calibrated: SettingCalibration) -> bool:
+        """Whether ``calibrated`` is a precision's home: the reference but for its precision."""
         name = PRECISION_KNOB
-        if name not in setting or setting[name] == self.reference.get(name):
-            return [reference]
-        home = self.settings.get(setting_key({**self.reference, name: setting[name]}))
-        return [home, reference] if home is not None else [reference]
+        changed = {k for k, v in calibrated.setting.items() if self.reference.get(k) != v}
+        return changed == {name} and set(calibrated.setting) == set(self.reference)
+
+    def fastest_precision(self) -> Any:
+        """The calibrated precision whose home is fastest at batch size 1 (the reference's
+        precision when none is faster)."""
+        reference = self.settings.get(setting_key(self.reference))
+        fastest = self.reference.get(PRECISION_KNOB)
+        if reference is None:
+            return fastest
+        speed = 1.0
+        for home in self.settings.values():
+            if self._is_home(home) and _ratios(reference.means(), home.means())(1) < speed:
+                fastest, speed = (
+                    home.setting[PRECISION_KNOB],
+                    _ratios(reference.means(), home.means())(1),
+                )
+        return fastest
 
     def _one_knob(
         self, bases: list[SettingCalibration], name: str, value: Any
@@ -484,34 +516,33 @@ def settings_to_calibrate(
     return plan
 
 
-def fastest_precision_settings(
+def precision_settings(
+    reference: Mapping[str, Any], values: Mapping[str, Iterable[Any]]
+) -> list[dict[str, Any]]:
+    """The first plan: the reference, then each other precision at the reference's other knobs
+    (that precision's *home*)."""
+    return settings_to_calibrate(reference, {k: v for k, v in values.items() if k == PRECISION_KNOB})
+
+
+def knob_settings(
     calibration: Calibration,
     values: Mapping[str, Iterable[Any]],
     joint: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The settings that calibrate the fastest precision as the reference is calibrated, once
-    the first plan (:func:`settings_to_calibrate`) is done: one knob at a time from it (its
-    *home*: the reference's other knobs), and at ``joint``'s split of the cores. Precision
-    interacts with the other knobs: a static INT8 model's quantize/dequantize pairs become
-    integer kernels only at onnxruntime's higher graph levels (VGG16's INT8 static at level
-    ``basic``, composed from FP32's ratio: predicted 19.6 images/s, served 2.5), and two INT8
-    instances cost each other more than two FP32 ones on VGG16, less on MiniLM. Only the
-    fastest precision (at batch size 1, against the reference): the ranking puts it first, and
-    each setting costs a calibration. Empty where the reference's precision is the fastest or no
-    other precision was calibrated."""
+    """The second plan, once the first (:func:`precision_settings`) is calibrated: every other
+    knob one at a time from the fastest precision's home (at batch size 1; the reference where
+    no precision is faster), and at ``joint``'s split of the cores in that precision.
+
+    Precision interacts with the other knobs: a static INT8 model's quantize/dequantize pairs
+    become integer kernels only at onnxruntime's higher graph levels (VGG16's INT8 static at
+    level ``basic``, composed from FP32's ratio: predicted 19.6 images/s, served 2.5), and two
+    INT8 instances cost each other more than two FP32 ones on VGG16 (composed, 2 x 1 INT8 static
+    was predicted at 22.5 images/s and served 19), less on MiniLM. So the knobs are calibrated
+    in the precision the ranking puts first, and the other precisions take its ratios."""
     name = PRECISION_KNOB
-    reference = calibration.settings.get(setting_key(calibration.reference))
-    if reference is None or name not in values:
-        return []
-    base = reference.means()
-    fastest, speed = calibration.reference.get(name), 1.0
-    for value in values[name]:
-        one = calibration.settings.get(setting_key({**calibration.reference, name: value}))
-        if one is not None and _ratios(base, one.means())(1) < speed:
-            fastest, speed = value, _ratios(base, one.means())(1)
-    if fastest == calibration.reference.get(name):
-        return []
-    home = {**calibration.reference, name: fastest}
     others = {knob: options for knob, options in values.items() if knob != name}
-    split = {**joint, name: fastest} if joint is not None else None
-    return settings_to_calibrate(home, others, split)[1:]  # the home itself is calibrated
+    home = dict(calibration.reference)
+    if name in values:
+        home[name] = calibration.fastest_precision()
+    split = {**joint, **{k: v for k, v in home.items() if k not in CORE_KNOBS}} if joint else None
+    return settings_to_calibrate(home, others, split)[1:]  # the home is in the first plan

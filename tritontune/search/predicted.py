@@ -43,9 +43,9 @@ from tritontune.measure.loadgen import LoadMode
 from tritontune.predict.calibration import (
     Calibration,
     SettingCalibration,
-    fastest_precision_settings,
+    knob_settings,
+    precision_settings,
     setting_key,
-    settings_to_calibrate,
 )
 from tritontune.predict.ranking import (
     DEFAULT_BAND,
@@ -240,10 +240,11 @@ def calibrate_space(
     progress: CalibrationProgress | None = None,
     wait_s: float = CALIBRATION_WAIT_S,
 ) -> Calibration:
-    """Calibrate the settings the space's ranking needs (:func:`settings_to_calibrate`, then
-    :func:`fastest_precision_settings`, which depend on the first ones' figures), each kept in the study
-    as it is done: a resumed search calibrates only what is missing, and a setting another worker
-    claimed is waited for (up to ``wait_s``), not measured twice."""
+    """Calibrate the settings the space's ranking needs: each precision
+    (:func:`precision_settings`), then the other knobs in the fastest one
+    (:func:`knob_settings`), each kept in the study as it is done: a resumed search calibrates
+    only what is missing, and a setting another worker claimed is waited for (up to
+    ``wait_s``), not measured twice."""
     progress = progress or CalibrationProgress()
     calibration = study.calibration()
     if calibration is None:
@@ -252,7 +253,8 @@ def calibrate_space(
         assert calibration is not None
     values = execution_values(space)
     joint = calibration.joint_setting(values, max_threads_of(space))
-    plan = settings_to_calibrate(calibration.reference, values, joint)
+    first = precision_settings(calibration.reference, values)
+    total = len(first) + len(knob_settings(calibration, values, joint))  # known before the figures
     calibrate = partial(
         _calibrate_plan,
         study,
@@ -263,8 +265,8 @@ def calibrate_space(
         progress=progress,
         wait_s=wait_s,
     )
-    calibration = calibrate(calibration, plan, 0)
-    return calibrate(calibration, fastest_precision_settings(calibration, values, joint), len(plan))
+    calibration = calibrate(calibration, first, 0, total)
+    return calibrate(calibration, knob_settings(calibration, values, joint), len(first), total)
 
 
 def _calibrate_plan(
@@ -274,14 +276,16 @@ def _calibrate_plan(
     calibration: Calibration,
     plan: Sequence[dict[str, Any]],
     done: int,
+    total: int,
     *,
     worker: WorkerId,
     slo_p99_s: float | None,
     progress: CalibrationProgress,
     wait_s: float,
 ) -> Calibration:
-    """Calibrate the settings of ``plan`` not in ``calibration`` yet (``done``: how many settings
-    earlier plans had, for the progress), then wait for those other workers claimed."""
+    """Calibrate the settings of ``plan`` not in ``calibration`` yet (``done`` of ``total``
+    settings were in earlier plans, for the progress), then wait for those other workers
+    claimed."""
     largest = max_batch_size_of(space, bench)
     waiting = []
     for index, setting in enumerate(plan):
@@ -291,7 +295,7 @@ def _calibrate_plan(
             waiting.append(setting)
             continue
         if progress.on_setting_start:
-            progress.on_setting_start(done + index + 1, done + len(plan), setting)
+            progress.on_setting_start(done + index + 1, total, setting)
         try:
             calibrated, _ = with_restarts(
                 bench,
