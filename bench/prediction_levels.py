@@ -24,8 +24,6 @@ from pathlib import Path
 
 import optuna
 
-from tritontune.measure.loadgen import LoadMode
-from tritontune.predict.batcher import CLIENT_JITTER, ClosedLoop, OpenLoop, simulate
 from tritontune.predict.calibration import execution_setting
 from tritontune.predict.config import batcher_config_of
 from tritontune.search.whatif import study_model
@@ -63,27 +61,13 @@ def _levels(study: TuningStudy, name: str) -> list[dict]:
         prediction = model.calibration.predict(execution_setting(point))
         config = batcher_config_of(model.build(point))
         for level in measured["levels"]:
-            load = float(level["load"])
-            arrivals = (
-                ClosedLoop(int(load), request_batch=model.request_batch)
-                if model.load_mode == LoadMode.CONCURRENCY
-                else OpenLoop(load, request_batch=model.request_batch)
-            )
-            simulated = simulate(
-                prediction.curve,
-                config,
-                arrivals,
-                n_requests=2000,
-                overhead_s=prediction.overhead_s,
-                path_s=prediction.path_s,
-                jitter=CLIENT_JITTER,
-            )
+            simulated = model.simulate(prediction, config, float(level["load"]))
             rows.append(
                 {
                     "study": name,
                     "trial": trial.number,
                     "derivation": str(prediction.derivation),
-                    "load": load,
+                    "load": float(level["load"]),
                     "throughput": (level["throughput"], simulated.throughput_ips),
                     "p99_s": (level["p99_ms"] / 1e3, simulated.p99_s),
                     "meets_slo": bool(level.get("meets_slo")),

@@ -26,7 +26,15 @@ from tritontune.config.model_config import ModelConfig, parse_config_text
 from tritontune.config.variant import apply_variant
 from tritontune.errors import InputError
 from tritontune.measure.loadgen import LoadMode
-from tritontune.predict.batcher import CLIENT_JITTER, ClosedLoop, OpenLoop, operating_point, simulate
+from tritontune.predict.batcher import (
+    CLIENT_JITTER,
+    BatcherConfig,
+    ClosedLoop,
+    OpenLoop,
+    SimResult,
+    operating_point,
+    simulate,
+)
 from tritontune.predict.calibration import (
     Calibration,
     Derivation,
@@ -90,6 +98,24 @@ class StudyModel:
 
     def build(self, point: Mapping[str, Any]) -> ModelConfig:
         return apply_variant(self.base, self.space.to_variant(dict(point)))
+
+    def simulate(self, prediction: Prediction, config: BatcherConfig, load: float) -> SimResult:
+        """``config`` at ``load`` (the study's load mode) with ``prediction``'s curve, simulated
+        as the ranking simulates a config (uncorrected)."""
+        arrivals = (
+            ClosedLoop(int(load), request_batch=self.request_batch)
+            if self.load_mode == LoadMode.CONCURRENCY
+            else OpenLoop(load, request_batch=self.request_batch)
+        )
+        return simulate(
+            prediction.curve,
+            config,
+            arrivals,
+            n_requests=max(ANSWER_REQUESTS, 8 * int(load)),
+            overhead_s=prediction.overhead_s,
+            path_s=prediction.path_s,
+            jitter=CLIENT_JITTER,
+        )
 
 
 def study_model(study: TuningStudy) -> StudyModel:
@@ -189,20 +215,7 @@ def what_if(model: StudyModel, changes: Mapping[str, Any], loads: Sequence[float
     for load in loads:
         if load <= 0:
             raise InputError(f"--load {load:g}: must be above 0")
-        arrivals = (
-            ClosedLoop(int(load), request_batch=model.request_batch)
-            if model.load_mode == LoadMode.CONCURRENCY
-            else OpenLoop(load, request_batch=model.request_batch)
-        )
-        result = simulate(
-            prediction.curve,
-            config,
-            arrivals,
-            n_requests=max(ANSWER_REQUESTS, 8 * int(load)),
-            overhead_s=prediction.overhead_s,
-            path_s=prediction.path_s,
-            jitter=CLIENT_JITTER,
-        )
+        result = model.simulate(prediction, config, load)
         answers.append(
             Answer(
                 point=point,
