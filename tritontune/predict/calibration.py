@@ -273,7 +273,7 @@ class Calibration:
     def _composed(self, setting: Mapping[str, Any], *, anchor: bool = True) -> _Composed:
         """A *base*'s curve times each differing knob's one-knob ratio (independent knobs). The
         bases are the precisions' *homes* (a precision at the reference's other knobs; the
-        reference is FP32's), the setting's own first (:meth:`_bases`). The start is its own
+        reference is its own precision's), the setting's own first (:meth:`_bases`). The start is its own
         home, or, where the setting shares the cores, the first base whose joint split with
         ``setting``'s instances and threads was calibrated, and only the other knobs are
         composed on it. A knob's ratio is taken around the first base where that knob alone was
@@ -333,12 +333,10 @@ class Calibration:
         if reference is None:
             return fastest
         speed = 1.0
-        for home in self.settings.values():
-            if self._is_home(home) and _ratios(reference.means(), home.means())(1) < speed:
-                fastest, speed = (
-                    home.setting[PRECISION_KNOB],
-                    _ratios(reference.means(), home.means())(1),
-                )
+        for home in filter(self._is_home, self.settings.values()):
+            ratio = _ratios(reference.means(), home.means())(1)
+            if ratio < speed:
+                fastest, speed = home.setting[PRECISION_KNOB], ratio
         return fastest
 
     def _one_knob(
