@@ -21,6 +21,7 @@ import sqlite3
 import statistics
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 QUERY = """select a.value_json, b.value_json from trials t
@@ -38,28 +39,36 @@ def errors(folder: Path, pattern: str) -> dict[str, dict[str, list[float]]]:
         "throughput": defaultdict(list),
         "p99": defaultdict(list),
     }
-    with tempfile.TemporaryDirectory() as scratch:
-        for path in sorted(folder.glob(pattern)):
-            db = path
-            if path.suffix == ".gz":
-                db = Path(scratch) / path.stem
-                db.write_bytes(gzip.decompress(path.read_bytes()))
-            for point_json, predicted_json in sqlite3.connect(db).execute(QUERY):
-                point, predicted = json.loads(point_json), json.loads(predicted_json)
-                how = predicted.get("derivation", "measured")
-                found["throughput"][how].append(abs(point["throughput"] / predicted["throughput"] - 1))
-                start = max(1, round(predicted["load"] * predicted["correction"]))
-                level = next((lv for lv in point["levels"] if lv["load"] == start), None)
-                if level is not None and predicted["correction"] == 1.0:
-                    found["p99"][how].append(abs(level["p99_ms"] / 1e3 / predicted["p99_s"] - 1))
+    for db in studies(folder, pattern):
+        for point_json, predicted_json in sqlite3.connect(db).execute(QUERY):
+            point, predicted = json.loads(point_json), json.loads(predicted_json)
+            how = predicted.get("derivation", "measured")
+            found["throughput"][how].append(abs(point["throughput"] / predicted["throughput"] - 1))
+            start = max(1, round(predicted["load"] * predicted["correction"]))
+            level = next((lv for lv in point["levels"] if lv["load"] == start), None)
+            if level is not None and predicted["correction"] == 1.0:
+                found["p99"][how].append(abs(level["p99_ms"] / 1e3 / predicted["p99_s"] - 1))
     return found
 
 
-def line(name: str, values: list[float]) -> str:
+def studies(folder: Path, pattern: str) -> Iterator[Path]:
+    """The SQLite files of ``folder`` matching ``pattern``; a gzipped one unpacked to a scratch
+    folder that lasts until the next is asked for."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in sorted(folder.glob(pattern)):
+            if path.suffix != ".gz":
+                yield path
+                continue
+            db = Path(scratch) / path.stem
+            db.write_bytes(gzip.decompress(path.read_bytes()))
+            yield db
+
+
+def line(name: str, values: list[float], unit: str = "configs") -> str:
     if not values:
         return f"{name}: none"
     middle = statistics.median(values)
-    return f"{name}: {len(values)} configs, median {middle:.1%}, p90 {p90(values):.1%}"
+    return f"{name}: {len(values)} {unit}, median {middle:.1%}, p90 {p90(values):.1%}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,9 +16,7 @@ made (``measured``, ``composed``, ``contention``).
 from __future__ import annotations
 
 import argparse
-import gzip
-import statistics
-import tempfile
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,9 +28,8 @@ from tritontune.search.whatif import study_model
 from tritontune.study.handle import TuningStudy
 from tritontune.study.schema import TrialKey
 
-
-def p90(values: list[float]) -> float:
-    return sorted(values)[max(0, round(0.9 * len(values)) - 1)]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prediction_errors import line, studies  # noqa: E402
 
 
 def levels_of(db: Path) -> list[dict]:
@@ -82,14 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--glob", default="*.db*", help="which studies of the folder")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for path in sorted(args.folder.glob(args.glob)):
-            db = path
-            if path.suffix == ".gz":
-                db = Path(scratch) / path.stem
-                db.write_bytes(gzip.decompress(path.read_bytes()))
-            rows += levels_of(db)
+    rows = [row for db in studies(args.folder, args.glob) for row in levels_of(db)]
     print("study trial derivation load: throughput measured/simulated, p99 ms measured/simulated")
     for row in rows:
         (tm, ts), (pm, ps) = row["throughput"], row["p99_s"]
@@ -110,16 +100,9 @@ def main(argv: list[str] | None = None) -> None:
             errors[figure][row["derivation"]].append(abs(simulated / measured - 1))
     for figure, values_by in errors.items():
         every = [e for values in values_by.values() for e in values]
-        if not every:
-            continue
-        print(
-            f"{figure} at the levels that met the SLO: {len(every)} levels, median "
-            f"{statistics.median(every):.1%}, p90 {p90(every):.1%}"
-        )
+        print(line(f"{figure} at the levels that met the SLO", every, "levels"))
         for how, values in sorted(values_by.items()):
-            print(
-                f"  {how}: {len(values)}, median {statistics.median(values):.1%}, p90 {p90(values):.1%}"
-            )
+            print("  " + line(how, values, "levels"))
 
 
 if __name__ == "__main__":

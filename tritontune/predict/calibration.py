@@ -273,10 +273,10 @@ class Calibration:
     def _composed(self, setting: Mapping[str, Any], *, anchor: bool = True) -> _Composed:
         """A *base*'s curve times each differing knob's one-knob ratio (independent knobs). The
         bases are the precisions' *homes* (a precision at the reference's other knobs; the
-        reference is its own precision's), the setting's own first (:meth:`_bases`). The start is its own
-        home, or, where the setting shares the cores, the first base whose joint split with
-        ``setting``'s instances and threads was calibrated, and only the other knobs are
-        composed on it. A knob's ratio is taken around the first base where that knob alone was
+        reference is its own precision's), the setting's own first (:meth:`_bases`). The start
+        is its own home, or, where the setting shares the cores, the first base whose joint
+        split with ``setting``'s instances and threads was calibrated, and only the other knobs
+        are composed on it. A knob's ratio is taken around the first base where that knob alone was
         calibrated: the other knobs are calibrated in the fastest precision only
         (:func:`knob_settings`), and the other precisions take its ratios."""
         bases = self._bases(setting)
