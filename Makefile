@@ -111,13 +111,16 @@ test-env:
 	  docker info >/dev/null 2>&1 || { echo "dockerd did not come up:"; tail -5 /tmp/tritontune-dockerd.log; }; \
 	fi
 
-# The unit tests run side by side, one pytest-xdist worker per core; then the rest one at a time:
-# a real server's figures and the tests marked `alone` read the machine, which must be theirs.
+# The unit tests run side by side, one pytest-xdist worker per core, and with them (in `make
+# test`) the real model's tests that start no server (its precision variants built and judged,
+# its pipeline's files); then the rest one at a time: a real server's figures and the tests
+# marked `alone` read the machine, which must be theirs.
 UNIT := not integration and not real_model and not docker and not postgres and not browser and not alone
+SIDE_BY_SIDE := ($(UNIT)) or (real_model and not integration and not docker and not postgres and not browser and not alone)
 
 test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM) $(MINILM_PIPELINE)
-	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)
-	$(PY) -m pytest -m "not ($(UNIT))" $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto -m "$(SIDE_BY_SIDE)" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not ($(SIDE_BY_SIDE))" $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)

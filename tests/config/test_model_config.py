@@ -1,13 +1,13 @@
 from pathlib import Path
 
 import pytest
+from google.protobuf import json_format
 
 from tritontune.config.model_config import (
+    ModelConfig,
     backend_of,
-    config_from_json,
     config_to_json,
     config_to_text,
-    get_parameter,
     parse_config_text,
     read_config,
     set_parameter,
@@ -21,7 +21,7 @@ def test_example_config_round_trips(example_repository: Path):
     assert [i.name for i in config.input] == ["INPUT"]
     again = parse_config_text(config_to_text(config))
     assert again == config
-    assert config_from_json(config_to_json(config)) == config
+    assert json_format.Parse(config_to_json(config), ModelConfig()) == config
 
 
 def test_parse_error_names_file_and_line(tmp_path: Path):
@@ -51,5 +51,4 @@ def test_parameters_and_backend():
     config = parse_config_text('platform: "onnxruntime_onnx"')
     assert backend_of(config) == "onnxruntime"
     set_parameter(config, "intra_op_thread_count", 2)
-    assert get_parameter(config, "intra_op_thread_count") == "2"
-    assert get_parameter(config, "missing") is None
+    assert config.parameters["intra_op_thread_count"].string_value == "2"

@@ -8,7 +8,6 @@ Triton would reject is caught here, with the file and line.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -76,29 +75,11 @@ def config_to_json(config: ModelConfig) -> str:
     return json_format.MessageToJson(config, preserving_proto_field_name=True, indent=None)
 
 
-def config_from_json(data: str | dict) -> ModelConfig:
-    """Parse a config from Triton's JSON form (e.g. what ``get_model_config`` returns)."""
-    text = data if isinstance(data, str) else json.dumps(data)
-    config = ModelConfig()
-    try:
-        json_format.Parse(text, config, ignore_unknown_fields=True)
-    except json_format.ParseError as err:
-        raise ConfigError(f"model config JSON: {err}") from None
-    return config
-
-
 def copy_config(config: ModelConfig) -> ModelConfig:
     """A deep copy, so variants never share sub-messages with their base."""
     clone = ModelConfig()
     clone.CopyFrom(config)
     return clone
-
-
-def get_parameter(config: ModelConfig, key: str) -> str | None:
-    """A backend parameter's string value (``parameters { key: ... value { string_value } }``)."""
-    if key in config.parameters:
-        return config.parameters[key].string_value
-    return None
 
 
 def set_parameter(config: ModelConfig, key: str, value: str | int) -> None:
