@@ -1,11 +1,10 @@
 from pathlib import Path
 
 import pytest
-from google.protobuf import json_format
 
 from tritontune.config.model_config import (
-    ModelConfig,
     backend_of,
+    config_from_json,
     config_to_json,
     config_to_text,
     parse_config_text,
@@ -21,7 +20,7 @@ def test_example_config_round_trips(example_repository: Path):
     assert [i.name for i in config.input] == ["INPUT"]
     again = parse_config_text(config_to_text(config))
     assert again == config
-    assert json_format.Parse(config_to_json(config), ModelConfig()) == config
+    assert config_from_json(config_to_json(config)) == config
 
 
 def test_parse_error_names_file_and_line(tmp_path: Path):

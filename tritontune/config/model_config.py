@@ -8,6 +8,7 @@ Triton would reject is caught here, with the file and line.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -73,6 +74,17 @@ def write_config(config: ModelConfig, path: Path) -> None:
 def config_to_json(config: ModelConfig) -> str:
     """The config as JSON, the form Triton's ``load_model(config=...)`` override takes."""
     return json_format.MessageToJson(config, preserving_proto_field_name=True, indent=None)
+
+
+def config_from_json(data: str | dict) -> ModelConfig:
+    """Parse a config from Triton's JSON form (e.g. what ``get_model_config`` returns)."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    config = ModelConfig()
+    try:
+        json_format.Parse(text, config, ignore_unknown_fields=True)
+    except json_format.ParseError as err:
+        raise ConfigError(f"model config JSON: {err}") from None
+    return config
 
 
 def copy_config(config: ModelConfig) -> ModelConfig:

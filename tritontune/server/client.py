@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from tritontune.config.model_config import ModelConfig, config_to_json
+from tritontune.config.model_config import ModelConfig, config_from_json, config_to_json
 from tritontune.errors import InputError, ModelLoadError, ServerError
 from tritontune.server.endpoint import ClientProtocol, Endpoint, TlsSettings
 
@@ -270,6 +270,11 @@ class TritonClient:
 
     def unload_model(self, name: str) -> None:
         self._call(f"unloading {name!r}", self._client.unload_model, name)
+
+    def model_config(self, name: str) -> ModelConfig:
+        """The config the server is running for ``name`` (after auto-complete and overrides)."""
+        response = self._call(f"config of {name!r}", self._client.get_model_config, name)
+        return config_from_json(response) if self._http else response.config
 
     def model_metadata(self, name: str) -> dict:
         return self._call(f"metadata of {name!r}", self._client.get_model_metadata, name, **self._json())
