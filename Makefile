@@ -115,8 +115,8 @@ test-env:
 # test`) the real model's tests that start no server (its precision variants built and judged,
 # its pipeline's files); then the rest one at a time: a real server's figures and the tests
 # marked `alone` read the machine, which must be theirs.
-UNIT := not integration and not real_model and not docker and not postgres and not browser and not alone
-SIDE_BY_SIDE := ($(UNIT)) or (real_model and not integration and not docker and not postgres and not browser and not alone)
+SIDE_BY_SIDE := not integration and not docker and not postgres and not browser and not alone
+UNIT := $(SIDE_BY_SIDE) and not real_model
 
 test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM) $(MINILM_PIPELINE)
 	$(PY) -m pytest -n auto -m "$(SIDE_BY_SIDE)" $(PYTEST_ARGS)

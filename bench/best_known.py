@@ -10,9 +10,9 @@
    search (or the grid) found, a step lower where it doesn't hold.
 
 Searches whose winners are one config share one finals entry. The *best known* is the highest
-median of the finals. Printed: the grid, then each finalist's
-median with its min-max interval and its share of the best known; everything, each finalist's
-rounds included, is kept in ``--out`` (``best-known.json``).
+median of the finals. Printed: the grid, then each finalist's median with its min-max interval
+and its share of the best known; everything, each finalist's rounds included, is kept in
+``--out`` (``best-known.json``).
 
     python bench/best_known.py --model-repository examples/minilm/model_repository --model minilm \\
         --input-data examples/minilm/inputs.json --slo 100ms --studies bench-seeds --rounds 3
@@ -259,14 +259,14 @@ def main() -> int:
         }
         url_of = lambda db: f"sqlite:///{db.resolve()}"  # noqa: E731
         found = winners(args.studies, url_of, space_of) if args.studies else []
-        searches: dict[int | None, list[str]] = {}
         found += result_winners(args.results, space_of)
+        searches: dict[int | None, list[str]] = {}
         for j, same in enumerate(one_entry_per_config(found)):
             load = max(win["load"] for win in same)
             figure = max(win["search_figure"] for win in same)
             contenders.append(Contender(STUDY_FIRST + j, same[0]["variant"], load, figure))
-            labels[STUDY_FIRST + j] = ", ".join(win["label"] for win in same)
             searches[STUDY_FIRST + j] = [win["label"] for win in same]
+            labels[STUDY_FIRST + j] = ", ".join(searches[STUDY_FIRST + j])
         baseline_point, _ = measure_operating_point(session, Variant(), settings)
         contenders.append(Contender(None, Variant(), baseline_point.load, baseline_point.throughput))
         labels[None] = "the model's own config"
