@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from tritontune.config.model_config import parse_config_text
+from tritontune.predict.batcher import CLIENT_JITTER, BatcherConfig, ClosedLoop, ServiceCurve, simulate
 from tritontune.predict.calibration import (
     BatchPoint,
     Calibration,
     Derivation,
+    LoadLevel,
     SettingCalibration,
     contention,
     execution_setting,
+    fit_cv,
     fit_points,
     knob_settings,
-    lognormal_cv,
     precision_settings,
     setting_key,
     settings_to_calibrate,
@@ -52,11 +52,55 @@ def test_sizes_pool_into_power_of_two_bands_and_a_larger_batch_never_takes_less(
     assert [p.batch_size for p in rising] == [1, 2, 16]
 
 
-def test_the_spread_is_a_lognormal_fitted_to_the_tail():
-    sigma = 0.3
-    p50, p99 = 0.01, 0.01 * math.exp(2.3263 * sigma)
-    assert lognormal_cv(p50, p99) == pytest.approx(math.sqrt(math.exp(sigma**2) - 1), rel=1e-3)
-    assert lognormal_cv(0.01, 0.01) == 0.0  # no tail: deterministic
+def calibration_levels(cv: float, loads: tuple[int, ...], seed: int) -> list[LoadLevel]:
+    """What calibration levels of a server whose executions spread by ``cv`` would measure
+    (the batcher model as the server, with other random draws than the fit's)."""
+    curve = ServiceCurve({1: (0.020, 0.020 * cv), 4: (0.050, 0.050 * cv)})
+    config = BatcherConfig(max_batch_size=8, dynamic_batching=True, instances=2)
+    levels = []
+    for load in loads:
+        run = simulate(
+            curve,
+            config,
+            ClosedLoop(load),
+            n_requests=4000,
+            overhead_s=0.001,
+            jitter=CLIENT_JITTER,
+            seed=seed,
+        )
+        levels.append(LoadLevel(load, run.p50_s, run.p99_s))
+    return levels
+
+
+@pytest.mark.parametrize("truth", [0.0, 0.3, 0.6])
+def test_the_spread_is_fitted_to_the_levels_p99(truth):
+    points = (BatchPoint(1, 0.020, 50), BatchPoint(4, 0.050, 50))
+    levels = calibration_levels(truth, (1, 2, 8), seed=7)
+    cv = fit_cv(points, levels, instances=2, max_batch_size=8, overhead_s=0.001)
+    assert cv == pytest.approx(truth, abs=0.1)
+
+
+def test_levels_far_past_the_slo_are_left_out_of_the_spread_fit():
+    points = (BatchPoint(1, 0.020, 50), BatchPoint(4, 0.050, 50))
+    levels = calibration_levels(0.3, (1, 2), seed=7)
+    # A level whose queue ran away (10 s p99 under a 50 ms SLO) would pull the fit to the top.
+    runaway = [*levels, LoadLevel(64, 1.0, 10.0)]
+    fitted = fit_cv(points, runaway, instances=2, max_batch_size=8, overhead_s=0.001, slo_p99_s=0.05)
+    assert fitted == pytest.approx(0.3, abs=0.1)
+    assert fit_cv(points, [], instances=2, max_batch_size=8, overhead_s=0.001) == 0.0
+
+
+def test_a_calibration_keeps_its_levels_latencies_in_the_study():
+    calibrated = SettingCalibration(
+        {"instance_count": 2},
+        (BatchPoint(1, 0.02, 10),),
+        cv=0.3,
+        overhead_s=0.001,
+        latencies=(LoadLevel(1, 0.021, 0.030), LoadLevel(2, 0.022, 0.040)),
+    )
+    assert SettingCalibration.from_dict(calibrated.to_dict()) == calibrated
+    older = {k: v for k, v in calibrated.to_dict().items() if k != "latencies"}
+    assert SettingCalibration.from_dict(older).latencies == ()
 
 
 def test_one_knob_at_a_time_and_composition():

@@ -11,7 +11,9 @@ are at least as large as one that already took the SLO is not measured. Triton's
 each level (``batch_stats``) give executions and compute time by batch size; they are pooled over
 the levels.
 The concurrency-1 level has no queue and single-request batches, so its latency minus Triton's queue
-and compute time is the time spent outside the server, and its tail gives the spread.
+and compute time is the time spent outside the server. The spread of one execution is fitted to
+every level's p99 (:func:`~tritontune.predict.calibration.fit_cv`): with every instance busy the
+executions compete for the cores, and the tail grows with them.
 
 A setting takes a config switch and a handful of short levels (a few seconds on the example, tens
 of seconds on a transformer); the study keeps each as it is done (:meth:`TuningStudy.save_calibration`),
@@ -30,9 +32,10 @@ from tritontune.measure.loadgen import LoadSpec
 from tritontune.measure.measurement import Measurement, MeasureSettings
 from tritontune.predict.calibration import (
     MIN_EXECUTIONS,
+    LoadLevel,
     SettingCalibration,
+    fit_cv,
     fit_points,
-    lognormal_cv,
 )
 from tritontune.search.space import SearchSpace
 from tritontune.serving.bench import Bench
@@ -46,9 +49,6 @@ CALIBRATION_MEASURE = MeasureSettings(
 MAX_CALIBRATION_CONCURRENCY = 512
 #: Concurrency grows by this factor from one calibration level to the next.
 LEVEL_STEP = 4
-#: A service time's coefficient of variation is taken as at most this (a busy second at
-#: concurrency 1 would otherwise give every execution a heavy tail).
-MAX_CV = 1.0
 #: Concurrency 1 is measured up to this many times, until its batches of one ran
 #: :data:`~tritontune.predict.calibration.MIN_EXECUTIONS` times (VGG16 in INT8 on 2 cores took
 #: 1.2 s a request: a level's 0.4-1.6 s windows held one or two).
@@ -118,7 +118,8 @@ def calibrate_setting(
     bench.load(space.to_variant(calibration_point(setting, max_batch_size)))
     instances = int(setting.get("instance_count", 1) or 1)
     samples: list[tuple[int, int, float]] = []
-    overhead_s, cv, levels = 0.0, 0.0, 0
+    overhead_s, levels = 0.0, 0
+    latencies: list[LoadLevel] = []
     fastest, busy_at_fastest = 0.0, 1.0
     ladder = calibration_loads(instances, max_batch_size)
     load: int | None = ladder[0]
@@ -135,9 +136,10 @@ def calibrate_setting(
         batches = server.batches if server is not None else ()
         level = [(b.batch_size, b.executions, b.compute_ns / 1e9) for b in batches]
         samples += level
+        if measured.latency.count:
+            latencies.append(LoadLevel(load, measured.latency.p50, measured.latency.p99))
         if load == 1:
             overhead_s = max(0.0, measured.outside_s or 0.0)
-            cv = min(lognormal_cv(measured.latency.p50, measured.latency.p99), MAX_CV)
             singles += sum(runs for size, runs, _total in level if size == 1)
             if singles < MIN_EXECUTIONS and levels < MAX_SINGLE_LEVELS:
                 continue  # a slow model's short windows held one or two executions
@@ -171,14 +173,25 @@ def calibrate_setting(
         )
     # The request path limited the fastest level when the instances were often idle in it.
     path_bound = fastest > 0 and busy_at_fastest < PATH_BOUND_BUSY
+    path_s = 1 / fastest if path_bound else 0.0
+    cv = fit_cv(
+        points,
+        latencies,
+        instances=instances,
+        max_batch_size=max_batch_size,
+        overhead_s=overhead_s,
+        path_s=path_s,
+        slo_p99_s=slo_p99_s,
+    )
     return SettingCalibration(
         setting=dict(setting),
         points=points,
         cv=cv,
         overhead_s=overhead_s,
-        path_s=1 / fastest if path_bound else 0.0,
+        path_s=path_s,
         levels=levels,
         seconds=time.monotonic() - started,
+        latencies=tuple(latencies),
     )
 
 
