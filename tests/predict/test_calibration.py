@@ -80,13 +80,15 @@ def test_the_spread_is_fitted_to_the_levels_p99(truth):
     assert cv == pytest.approx(truth, abs=0.1)
 
 
-def test_levels_far_past_the_slo_are_left_out_of_the_spread_fit():
+def test_the_spread_fit_leaves_out_levels_past_the_slo_and_with_idle_instances():
     points = (BatchPoint(1, 0.020, 50), BatchPoint(4, 0.050, 50))
-    levels = calibration_levels(0.3, (1, 2), seed=7)
-    # A level whose queue ran away (10 s p99 under a 50 ms SLO) would pull the fit to the top.
-    runaway = [*levels, LoadLevel(64, 1.0, 10.0)]
-    fitted = fit_cv(points, runaway, instances=2, max_batch_size=8, overhead_s=0.001, slo_p99_s=0.05)
+    levels = calibration_levels(0.3, (2, 3), seed=7)
+    # A level whose queue ran away (10 s p99 under a 50 ms SLO) would pull the fit to the top;
+    # one request at a time on 2 instances (no tail: a core to spare) would pull it to 0.
+    others = [*levels, LoadLevel(64, 1.0, 10.0), LoadLevel(1, 0.021, 0.0211)]
+    fitted = fit_cv(points, others, instances=2, max_batch_size=8, overhead_s=0.001, slo_p99_s=0.05)
     assert fitted == pytest.approx(0.3, abs=0.1)
+    assert fit_cv(points, others[-1:], instances=2, max_batch_size=8, overhead_s=0.001) == 0.0
     assert fit_cv(points, [], instances=2, max_batch_size=8, overhead_s=0.001) == 0.0
 
 

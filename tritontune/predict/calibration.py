@@ -233,22 +233,27 @@ def fit_cv(
     path_s: float = 0.0,
     slo_p99_s: float | None = None,
 ) -> float:
-    """The spread of one execution that makes the batcher model's p99 at the calibration's
-    levels closest to the measured ones: of :data:`CV_GRID`, the one with the least sum of
-    ``|log(measured / modelled)|`` over the levels (those within :data:`FIT_SLOS` SLOs), the
-    smaller one on a tie; 0 without a level to fit.
+    """The spread of one execution that makes the batcher model's p99 closest to the measured
+    one at the calibration's levels with every instance busy (a concurrency of at least
+    ``instances``; without the SLO's, within :data:`FIT_SLOS` SLOs): of :data:`CV_GRID`, the one
+    with the least sum of ``|log(measured / modelled)|``, the smaller one on a tie; 0 without
+    such a level. The levels are modelled with the calibration's own batcher (whatever is
+    queued, no delay, batches up to ``max_batch_size``) and clients
+    (:data:`~tritontune.predict.batcher.CLIENT_JITTER`).
 
-    Fitted under load, not at concurrency 1 alone: with every instance busy the executions (on a
-    CPU host, with the load generator) compete for the cores, and the tail grows with them. On
-    MiniLM (2 cores, p99 <= 100 ms) the spread of the concurrency-1 level (coefficients of
-    variation 0.04-0.18) put the predicted p99 at the operating point a median 32 % under the
-    measured one in 45 of 50 configs (``bench/results/budgets-minilm-2026-11-29``); the levels
-    are modelled with the calibration's own batcher (whatever is queued, no delay, batches up
-    to ``max_batch_size``) and clients (:data:`~tritontune.predict.batcher.CLIENT_JITTER`)."""
+    Every instance busy, because a config's operating point keeps them busy, and there (on a CPU
+    host) the executions and the load generator compete for the cores. On MiniLM with 2
+    instances x 1 thread on 2 cores (INT8 dynamic, 17 ms a request), concurrency 1 measured a
+    p99 of 19 ms, as a spread of 0.05 models it, and concurrency 2 one of 41 ms, which takes
+    0.3-0.4; fitted at concurrency 1 alone (as a lognormal), the predicted p99 at the
+    operating point was a median 32 % under the measured one, in 45 of 50 configs
+    (``bench/results/budgets-minilm-2026-11-29``)."""
     usable = [
         level
         for level in latencies
-        if level.p99_s > 0 and (slo_p99_s is None or level.p99_s <= FIT_SLOS * slo_p99_s)
+        if level.load >= instances
+        and level.p99_s > 0
+        and (slo_p99_s is None or level.p99_s <= FIT_SLOS * slo_p99_s)
     ]
     means = {p.batch_size: p.mean_s for p in points}
     if not usable or not means:
