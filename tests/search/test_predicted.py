@@ -298,6 +298,16 @@ def test_a_miss_corrects_the_settings_sharing_its_cores_and_waits_for_another_se
     assert corrections.band(fp32, 0.35) == 0.15
     assert corrections.band(alone, 0.35) == 0.35
     assert Corrections({int8: [0.4], alone: [1.0]}).factor(fp32) == pytest.approx(0.4)
+    # a composed setting's miss (its split calibrated, its precision's ratio wrong) is carried
+    # over to settings composed alike at any split, not to other precisions at its split
+    four_int8 = '{"instance_count":4,"intra_op_thread_count":1,"precision":"int8"}'
+    composed_miss = Corrections({int8: [0.4], alone: [1.0]}, composed={int8})
+    assert composed_miss.factor(fp32) == 1.0  # the median of the others: alone's, no correction
+    assert composed_miss.factor(four_int8) == pytest.approx(0.4)
+    assert composed_miss.band(four_int8, 0.35) == 0.15
+    assert composed_miss.band(fp32, 0.35) == 0.35
+    read = Corrections.of([({"setting": int8, "raw_throughput": 100, "derivation": "composed"}, 40)])
+    assert read.composed == {int8} and read.by_setting == {int8: [0.4]}
 
     missed = [result_of(0, alone, 100, 99, 0.25), result_of(1, int8, 300, 120, 0.25)]
     assert missed_setting(missed) == int8

@@ -13,8 +13,13 @@ found, no later config can enter the ranking.
 
 Measurements correct the prediction (:class:`Corrections`): a config's measured throughput over
 its predicted one is its execution setting's correction; a setting not measured takes the median
-correction of those sharing its instances and threads (what the contention model got wrong is
-wrong for every precision at that split of the cores), else of every measured one. The ranking
+correction of the measured settings whose miss it shares, else of every measured one. Whose miss
+it shares depends on how the measured setting was predicted: calibrated itself, or its split of
+the cores modelled (:attr:`~tritontune.predict.calibration.Derivation.CONTENTION`), a miss is the
+split's, wrong for every precision at that split; composed around a split that was calibrated
+(:attr:`~tritontune.predict.calibration.Derivation.COMPOSED`), it is the composition's (a
+precision's or graph level's ratio that did not carry over), wrong for that composition at
+every split and no other. The ranking
 is redone with the corrections after every measurement (:meth:`RankedSpace.rank`): the
 simulations are kept, so a new ranking only simulates the configs the corrections newly reach.
 """
@@ -257,11 +262,27 @@ def core_group(setting: str) -> str | None:
     return setting_key({name: knobs.get(name) for name in SPLIT_KNOBS})
 
 
+def composition(setting: str) -> str | None:
+    """A setting key's knobs other than its split of the cores (precision, graph level, ...):
+    what settings composed alike have in common; None for a key without knobs."""
+    knobs = _knobs(setting)
+    if not knobs:
+        return None
+    return setting_key({name: value for name, value in knobs.items() if name not in SPLIT_KNOBS})
+
+
 @dataclass
 class Corrections:
     """Measured over predicted throughput, per execution setting."""
 
     by_setting: dict[str, list[float]] = field(default_factory=dict)
+    composed: set[str] = field(default_factory=set)
+    """The measured settings whose prediction was :attr:`Derivation.COMPOSED` around a calibrated
+    split of the cores: their misses are carried over to settings composed alike, not to those
+    sharing the split. On MiniLM, 2 instances x 1 thread in INT8 static at graph level ``basic``
+    (INT8 dynamic's graph ratio) was predicted at 84 sentences/s and served 38; carried over to
+    its split, the miss put INT8 dynamic at that split, the best known config, out of a search's
+    reach for its 6 trials (``bench/results/spread-fit-2026-11-29``)."""
 
     @classmethod
     def of(cls, measured: Iterable[tuple[Mapping[str, Any] | None, float]]) -> Corrections:
@@ -273,17 +294,25 @@ class Corrections:
                 continue
             ratio = throughput / predicted["raw_throughput"]
             corrections.by_setting.setdefault(predicted["setting"], []).append(ratio)
+            if predicted.get("derivation") == Derivation.COMPOSED.value:
+                corrections.composed.add(predicted["setting"])
         return corrections
 
     def _shared(self, setting: str) -> list[float]:
-        """The corrections of other settings with ``setting``'s instances and threads."""
-        group = core_group(setting)
-        if group is None:
-            return []
+        """The corrections of the other measured settings whose miss ``setting`` shares: its
+        split of the cores (instances and threads) for a split-wide miss, its composition for a
+        composed one."""
+        group, kind = core_group(setting), composition(setting)
+
+        def shares(key: str) -> bool:
+            if key in self.composed:
+                return kind is not None and composition(key) == kind
+            return group is not None and core_group(key) == group
+
         return [
             r
             for key, ratios in self.by_setting.items()
-            if key != setting and core_group(key) == group
+            if key != setting and shares(key)
             for r in ratios
         ]
 
@@ -305,13 +334,16 @@ class Corrections:
         return novel
 
     def factor(self, setting: str) -> float:
-        """The setting's median correction; before it has its own, that of the settings sharing
-        its instances and threads, else of every setting's. 1 while that is within :data:`NOISE`
+        """The setting's median correction; before it has its own, that of the settings whose
+        miss it shares (:meth:`_shared`), else of every setting's but the composed ones' (a
+        composition's miss says nothing of another's). 1 while that is within :data:`NOISE`
         of 1: on a shared machine a measurement is that noisy, and correcting by noise made the
         example's predictions worse (median error 20 % corrected against 9 % uncorrected,
         ``bench/prediction.py``)."""
         own = self.by_setting.get(setting)
-        every = [r for ratios in self.by_setting.values() for r in ratios]
+        every = [
+            r for key, ratios in self.by_setting.items() if key not in self.composed for r in ratios
+        ]
         ratios = own or self._shared(setting) or every
         if not ratios:
             return 1.0
@@ -320,8 +352,8 @@ class Corrections:
 
     def band(self, setting: str, default: float = DEFAULT_BAND) -> float:
         """How far the corrected prediction may be off: the spread of the setting's own
-        corrections (at least 10 %); before any, that of the settings sharing its instances and
-        threads (at least :data:`TRANSFERRED_BAND`); before those, ``default`` (the prediction's
+        corrections (at least 10 %); before any, that of the settings whose miss it shares
+        (:meth:`_shared`; at least :data:`TRANSFERRED_BAND`); before those, ``default`` (the prediction's
         own: :attr:`Predicted.default_band`)."""
         own = self.by_setting.get(setting)
         if own:
