@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tritontune.config.model_config import parse_config_text
@@ -17,6 +19,7 @@ from tritontune.predict.calibration import (
     fit_cv,
     fit_points,
     knob_settings,
+    lognormal_cv,
     precision_settings,
     setting_key,
     settings_to_calibrate,
@@ -88,8 +91,26 @@ def test_the_spread_fit_leaves_out_levels_past_the_slo_and_with_idle_instances()
     others = [*levels, LoadLevel(64, 1.0, 10.0), LoadLevel(1, 0.021, 0.0211)]
     fitted = fit_cv(points, others, instances=2, max_batch_size=8, overhead_s=0.001, slo_p99_s=0.05)
     assert fitted == pytest.approx(0.3, abs=0.1)
-    assert fit_cv(points, others[-1:], instances=2, max_batch_size=8, overhead_s=0.001) == 0.0
+    assert fit_cv(points, others[-1:], instances=2, max_batch_size=8, overhead_s=0.001) == pytest.approx(
+        lognormal_cv(0.021, 0.0211)
+    )
     assert fit_cv(points, [], instances=2, max_batch_size=8, overhead_s=0.001) == 0.0
+
+
+def test_the_spread_is_never_below_the_concurrency_1_levels():
+    """The levels' batches mix sizes, and the model can match their p99 with the mix alone (VGG16
+    was fitted at 0 against 0.14 at concurrency 1, and its p99 came out 44-51 % too low)."""
+    points = (BatchPoint(1, 0.020, 50), BatchPoint(4, 0.050, 50))
+    steady = [*calibration_levels(0.0, (2, 3), seed=7), LoadLevel(1, 0.02, 0.06)]
+    fitted = fit_cv(points, steady, instances=2, max_batch_size=8, overhead_s=0.001)
+    assert fitted == pytest.approx(lognormal_cv(0.02, 0.06)) and 0.45 < fitted < 0.55
+
+
+def test_the_concurrency_1_spread_is_a_lognormal_fitted_to_its_tail():
+    sigma = 0.3
+    p50, p99 = 0.01, 0.01 * math.exp(2.3263 * sigma)
+    assert lognormal_cv(p50, p99) == pytest.approx(math.sqrt(math.exp(sigma**2) - 1), rel=1e-3)
+    assert lognormal_cv(0.01, 0.01) == 0.0  # no tail: deterministic
 
 
 def test_a_calibration_keeps_its_levels_latencies_in_the_study():
