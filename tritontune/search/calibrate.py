@@ -12,8 +12,9 @@ each level (``batch_stats``) give executions and compute time by batch size; the
 the levels.
 The concurrency-1 level has no queue and single-request batches, so its latency minus Triton's queue
 and compute time is the time spent outside the server. The spread of one execution is fitted to
-every level's p99 (:func:`~tritontune.predict.calibration.fit_cv`): with every instance busy the
-executions compete for the cores, and the tail grows with them.
+the p99 of the levels that kept every instance busy, and is never below the concurrency-1 level's
+(:func:`~tritontune.predict.calibration.fit_cv`): with every instance busy the executions compete
+for the cores, and the tail grows with them.
 
 A setting takes a config switch and a handful of short levels (a few seconds on the example, tens
 of seconds on a transformer); the study keeps each as it is done (:meth:`TuningStudy.save_calibration`),
