@@ -12,9 +12,10 @@ requests queued. With every instance busy, the times include what the instances 
 (on a CPU host they share the cores).
 
 A :class:`SettingCalibration` keeps, per measured batch size, the mean compute time and how many
-executions it came from; the spread (one coefficient of variation for every size) and the time a
-request spends outside the server (client, gRPC, network: ``overhead_s``) come from the
-unbatched, one-request-per-instance level. :meth:`Calibration.curve` fits a
+executions it came from; the time a request spends outside the server (client, gRPC, network:
+``overhead_s``) comes from the unbatched, one-request-per-instance level, and the spread (one
+coefficient of variation for every size) is fitted to the levels that kept every instance busy,
+never below that level's (:func:`fit_cv`). :meth:`Calibration.curve` fits a
 :class:`~tritontune.predict.batcher.ServiceCurve` to a setting: measured settings directly;
 others, not measured, as their precision's curve (that precision at the reference's other
 knobs: its *home*) times each other knob's measured ratio (one knob changed at a time, in the
@@ -80,6 +81,8 @@ CORE_KNOBS = ("instance_count", "intra_op_thread_count")
 SPLIT_KNOBS = ("instance_kind", *CORE_KNOBS)
 #: A batch size's mean is used only when it came from at least this many executions.
 MIN_EXECUTIONS = 3
+#: z of the 99th percentile of a normal distribution (the spread is fitted as a lognormal).
+_Z99 = 2.3263
 #: The oversubscription exponent is fitted only where the model stretches a time by more than this.
 _FIT_ABOVE = 1.05
 #: The fitted exponent is kept within these bounds (a noisy joint calibration can't make it absurd).
@@ -96,13 +99,10 @@ def setting_key(setting: Mapping[str, Any]) -> str:
     return json.dumps(dict(setting), sort_keys=True, separators=(",", ":"))
 
 
-#: z of the 99th percentile of a normal distribution (a lognormal's spread from its tail).
-_Z99 = 2.3263
-
-
 def lognormal_cv(p50: float, p99: float) -> float:
-    """The coefficient of variation of a lognormal with this median and 99th percentile (fitted
-    to the tail rather than to a variance: the tail is what a p99 SLO sees)."""
+    """The coefficient of variation of a lognormal with this median and 99th percentile: the
+    spread of a service time from one unbatched level's latencies (the tail is what a p99 SLO
+    sees, so it is fitted to the tail rather than to a variance)."""
     if not (p50 > 0 and p99 > p50):
         return 0.0
     sigma = math.log(p99 / p50) / _Z99
