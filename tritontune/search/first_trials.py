@@ -36,7 +36,9 @@ queue delay, batches up to 16, the graph fully optimized):
    sentences/s, 1 x 2's best 71). Then step 2 at each precision whose step-1 figure was within
    ``SCREENING_NOISE`` (25 %, :mod:`tritontune.measure.measurement`) of the best's: one
    measurement each on a noisy host is no order between them (a busy minute once put MiniLM's
-   FP16 at 38 above INT8 dynamic at 32), so each gets a second figure, measured at another time;
+   FP16 at 38 above INT8 dynamic at 32), so each gets a second figure, measured at another time,
+   and so does each precision whose step-1 figure was taken while another process held a core
+   (the measurement says it is not clean: :attr:`~tritontune.study.figures.OperatingPoint.disturbed`);
    where one of them then serves most of all, step 3 again at its precision. These second looks
    come after step 3 because a short budget has room for only one of them: on the MiniLM text
    pipeline with 6 trials, the last trial went to INT8 static at 2 x 1 (its step-1 figure 55,
@@ -275,8 +277,13 @@ class FirstTrials:
         self, results: Sequence[TrialResult], first: Sequence[Mapping[str, Any]]
     ) -> list[str | None]:
         """The precision whose step-1 trial (``first``) served most (met its objective first),
-        then those whose step-1 figure met it too within ``SCREENING_NOISE`` of it, by figure;
-        the first precision while none is measured."""
+        then those whose step-1 figure met it too within ``SCREENING_NOISE`` of it, by figure,
+        then those whose step-1 figure was not clean
+        (:attr:`~tritontune.study.figures.OperatingPoint.disturbed`); the first precision while
+        none is measured. A figure taken while another process held a core orders nothing: on
+        MiniLM (2 cores, p99 <= 100 ms) one put INT8 dynamic at 31 sentences/s against INT8
+        static's 65, and the default search ended on INT8 static at 86, where INT8 dynamic
+        serves about 126 (``bench/results/budgets-12-minilm-2026-11-29``)."""
         figures = _measured(results, first)
         if not figures:
             return [self.precisions[0] if self.precisions else None]
@@ -289,6 +296,11 @@ class FirstTrials:
                 for ok, value, p in figures[1:]
                 if ok and value >= (1 - SCREENING_NOISE) * best
             ]
+        close += [
+            p.get("precision")
+            for _ok, _value, p in figures[1:]
+            if _disturbed(results, p) and p.get("precision") not in close
+        ]
         return close
 
     def step_three(
@@ -492,6 +504,15 @@ def _best_measured(
     """The first of :func:`_ranked`; None while none of ``points`` is measured."""
     ranked = _ranked(results, points)
     return ranked[0][2] if ranked else None
+
+
+def _disturbed(results: Sequence[TrialResult], point: Mapping[str, Any]) -> bool:
+    """Whether ``point``'s measured trial among ``results`` has a figure that is not clean."""
+    return any(
+        r.operating_point is not None and r.operating_point.disturbed
+        for r in results
+        if _has(r.params, point)
+    )
 
 
 def _split(point: Mapping[str, Any]) -> tuple[Any, ...]:

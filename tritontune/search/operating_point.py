@@ -102,6 +102,7 @@ def _point(
             mean_s=m.latency.mean if m.latency.count else None,
             requests=m.latency.count + m.error_count,
             disturbance=m.remarks(),
+            disturbed=bool(m.interference and m.interference.result_disturbed),
             gpu=m.gpu,
             client_bound=m.client_bound,
             engine=m.engine.value,

@@ -41,6 +41,9 @@ class LevelResult:
     disturbance: str | None = None
     """What the interference and client checks said of this level's measurement (None: nothing
     to say)."""
+    disturbed: bool = False
+    """Its reported windows were taken while other processes took the cores: the figure is not
+    clean (False in studies made before it was kept)."""
     gpu: tuple[GpuFigures, ...] | None = None
     """Per-GPU figures of the level (None: the server reports no GPUs)."""
     client_bound: bool = False
@@ -53,7 +56,9 @@ class LevelResult:
     added some for this level)."""
 
     def to_dict(self) -> dict:
-        extra = {"client_bound": True} if self.client_bound else {}
+        extra = ({"client_bound": True} if self.client_bound else {}) | (
+            {"disturbed": True} if self.disturbed else {}
+        )
         return extra | {
             "engine": self.engine,
             "load_processes": self.load_processes,
@@ -164,6 +169,12 @@ class OperatingPoint:
     studies)."""
 
     @property
+    def disturbed(self) -> bool:
+        """A level of its walk was measured while other processes took the cores: its figure,
+        or where the walk stopped, may be theirs."""
+        return any(level.disturbed for level in self.levels)
+
+    @property
     def slo_excess_s(self) -> float:
         """How far p99 is over the SLO at the lowest load (> 0 infeasible): Optuna's constraint."""
         excess = self.p99_s - self.slo_p99_s
@@ -205,6 +216,7 @@ class OperatingPoint:
                 mean_s=lv["mean_ms"] / 1e3 if lv.get("mean_ms") is not None else None,
                 requests=lv.get("requests", 0),
                 disturbance=lv.get("disturbance"),
+                disturbed=bool(lv.get("disturbed", False)),
                 gpu=gpu_from_list(lv.get("gpu")),
                 client_bound=bool(lv.get("client_bound", False)),
                 engine=str(lv.get("engine", "asyncio")),
@@ -444,6 +456,7 @@ class PlayoffEntry:
                     mean_s=r.mean_s,
                     requests=r.requests,
                     disturbance=r.disturbance,
+                    disturbed=r.disturbed,
                     gpu=r.gpu,
                 )
                 for r in rounds
