@@ -283,7 +283,7 @@ class FirstTrials:
         none is measured. A figure taken while another process held a core orders nothing: on
         MiniLM (2 cores, p99 <= 100 ms) one put INT8 dynamic at 31 sentences/s against INT8
         static's 65, and the default search ended on INT8 static at 86, where INT8 dynamic
-        serves about 126 (``bench/results/budgets-12-minilm-2026-11-29``)."""
+        serves 135-141 at 2 x 1 (``bench/results/budgets-12-minilm-2026-11-29``)."""
         figures = _measured(results, first)
         if not figures:
             return [self.precisions[0] if self.precisions else None]
