@@ -249,7 +249,7 @@ def disturbed(result: TrialResult) -> TrialResult:
 
 def test_a_precision_whose_first_figure_was_not_clean_gets_a_second_look():
     """MiniLM with another process holding a core during step 1: INT8 dynamic served 31, INT8
-    static 65, and the search ended on INT8 static at 86 where INT8 dynamic serves about 126.
+    static 65, and the search ended on INT8 static at 86 where INT8 dynamic serves 135-141.
     A figure that is not clean orders nothing, however far below the best it is: its precision
     is measured again at the other setting, like one within the noise."""
     first = FirstTrials.of(cpu_space(2))
