@@ -426,7 +426,7 @@ class FirstTrials:
         if others and len(self.precisions) > 1:
             text += (
                 f"; then {others} at any precision within {SCREENING_NOISE:.0%} of the best"
-                " (and small batches at it if it serves most)"
+                " or whose figure was disturbed (and small batches at it if it serves most)"
             )
         levels = self._graph_levels()
         if len(levels) > 1:
