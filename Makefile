@@ -113,14 +113,18 @@ test-env:
 
 # The unit tests run side by side, one pytest-xdist worker per core, and with them (in `make
 # test`) the real model's tests that start no server (its precision variants built and judged,
-# its pipeline's files); then the rest one at a time: a real server's figures and the tests
-# marked `alone` read the machine, which must be theirs.
+# its pipeline's files). Then the tests marked `functional` (real servers, but no figure another
+# test's load could change: exit codes, files, processes left), two at a time, a test file to a
+# worker; then the rest one at a time: a real server's figures and the tests marked `alone` read
+# the machine, which must be theirs.
 SIDE_BY_SIDE := not integration and not docker and not postgres and not browser and not alone
 UNIT := $(SIDE_BY_SIDE) and not real_model
+FUNCTIONAL := functional and not ($(SIDE_BY_SIDE)) and not alone and not browser
 
 test: setup test-env examples/model_repository/mlp/1/model.onnx $(MINILM) $(MINILM_PIPELINE)
 	$(PY) -m pytest -n auto -m "$(SIDE_BY_SIDE)" $(PYTEST_ARGS)
-	$(PY) -m pytest -m "not ($(SIDE_BY_SIDE))" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -m "$(FUNCTIONAL)" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not ($(SIDE_BY_SIDE)) and not ($(FUNCTIONAL))" $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest -n auto -m "$(UNIT)" $(PYTEST_ARGS)

@@ -87,6 +87,7 @@ def test_server_url_from_the_environment_and_the_flag_over_it():
     assert "no ready Triton server answers at grpc://127.0.0.1:9" in result.output
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
     out, table = tmp_path / "result.json", tmp_path / "levels.csv"
@@ -120,6 +121,7 @@ def test_profile_end_to_end(example_repository: Path, tmp_path: Path):
         assert float(row["p99 Latency (ms)"]) == pytest.approx(level["latency_ms"]["p99"], abs=1e-3)
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_profile_with_perf_analyzer_as_the_load_engine(example_repository: Path, tmp_path: Path):
     out = tmp_path / "result.json"
@@ -135,6 +137,7 @@ def test_profile_with_perf_analyzer_as_the_load_engine(example_repository: Path,
     assert level["throughput_infer_per_s"] > 0
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_profile_a_workload_measures_each_class(example_repository: Path, tmp_path: Path):
     out = tmp_path / "workload.json"
@@ -187,6 +190,7 @@ def test_bad_workload_files_are_one_line(example_repository: Path, tmp_path: Pat
     assert message in lines[0]
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_impossible_variant_is_refused_before_loading(example_repository: Path):
     result = run_cli(
@@ -197,6 +201,7 @@ def test_impossible_variant_is_refused_before_loading(example_repository: Path):
     assert "instance_group[0].kind: KIND_GPU but the server has no GPU" in result.output
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_stops_the_server(example_repository: Path, signum: int, own_servers: Path):
@@ -218,6 +223,7 @@ def test_ctrl_c_stops_the_server(example_repository: Path, signum: int, own_serv
     assert set(tritonserver_processes(own_servers)) - before == set()
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_variant_that_breaks_the_onnx_io_is_refused(example_repository: Path):
     result = run_cli(
@@ -227,6 +233,7 @@ def test_variant_that_breaks_the_onnx_io_is_refused(example_repository: Path):
     assert "but model.onnx has [-1, 256]" in result.output
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_load_failure_shows_tritons_error_line(example_repository: Path):
     result = run_cli(
@@ -259,6 +266,7 @@ def test_server_args_tritontune_owns_are_one_line_errors(example_repository: Pat
     assert "--server-arg: the server at --url is not tritontune's to start" in result.output
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_server_args_reach_the_server_and_server_log_keeps_its_log(
     example_repository: Path, tmp_path: Path
@@ -277,6 +285,7 @@ def test_server_args_reach_the_server_and_server_log_keeps_its_log(
     assert re.search(r"pinned_memory_pool_byte_size\s+\| 0\s", text)  # the server's own settings
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_a_failed_run_keeps_the_server_log_beside_its_results(example_repository: Path, tmp_path: Path):
     result = run_cli(

@@ -19,7 +19,7 @@ from tritontune.serving.bench import Bench
 from tritontune.serving.faults import with_restarts
 from tritontune.serving.session import TuningSession
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.functional]
 
 
 def test_server_crash_is_survived_with_a_restart(example_repository: Path, tmp_path: Path):

@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import SENTINEL_PASSWORD
 from tests.measuring import FAST_OPTIONS
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.functional]
 
 SPACE = """\
 max_batch_size: [8, 16]

@@ -25,7 +25,7 @@ from tritontune.server.docker import LABEL, PID_LABEL, DockerSettings, DockerTri
 from tritontune.server.factory import LaunchKind, LaunchSettings
 from tritontune.serving.session import TuningSession
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.functional]
 runner = CliRunner()
 
 

@@ -94,6 +94,7 @@ def cosines(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return (got * expected).sum(axis=1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_the_ensemble_embeds_text_as_onnxruntime_does(real_pipeline: RealPipeline, own_servers: Path):
     minilm = load_minilm_example()
@@ -131,6 +132,7 @@ def test_the_ensemble_embeds_text_as_onnxruntime_does(real_pipeline: RealPipelin
     assert tritonserver_processes(own_servers) == [], "a server was left running"
 
 
+@pytest.mark.functional
 @pytest.mark.integration
 def test_the_encoders_int8_variant_is_judged_on_the_tokenizers_real_tokens(
     real_pipeline: RealPipeline, tmp_path: Path, own_servers: Path

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 runner = CliRunner()
 
 
+@pytest.mark.functional
 def test_a_variant_is_what_the_server_runs(example_repository: Path, tmp_path: Path):
     source = load_model_source(example_repository, "mlp")
     with TuningSession(source, settings=FAST) as session:
@@ -38,6 +39,7 @@ def test_a_variant_is_what_the_server_runs(example_repository: Path, tmp_path: P
         assert m.error_count == 0 and m.throughput > 0
 
 
+@pytest.mark.functional
 def test_search_over_precisions_then_export_the_winner(example_repository: Path, tmp_path: Path):
     space = SearchSpace(
         {
@@ -93,6 +95,7 @@ def test_search_over_precisions_then_export_the_winner(example_repository: Path,
         assert sorted(p.name for p in (out / exported["fp32"] / "1").iterdir()) == ["model.onnx"]
 
 
+@pytest.mark.functional
 def test_profile_cli_shows_accuracy_and_refuses_an_inaccurate_variant(example_repository: Path):
     base = ["profile", "-r", str(example_repository), "-m", "mlp", "--concurrency", "2",
             "--window", "0.3s", "--warmup", "0.2s", "--max-queue-delay", "1ms"]  # fmt: skip
@@ -178,6 +181,7 @@ def cpu_has_int8_dot_product() -> bool:
     return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
 
 
+@pytest.mark.functional
 def test_profile_cli_on_the_real_model_names_kind_and_recipe(real_model):
     result = runner.invoke(
         app,

@@ -22,7 +22,7 @@ from tritontune.search.setup import space_for
 from tritontune.serving.opening import open_session
 from tritontune.study.handle import TuningStudy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.functional]
 
 SLO_S = 0.100
 

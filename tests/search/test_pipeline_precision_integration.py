@@ -29,7 +29,7 @@ from tritontune.study.handle import TuningStudy
 from tritontune.study.verdict import best_point
 from tritontune.tuning_record import RECORD_FILE, read_record
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.functional]
 runner = CliRunner()
 FAST = MeasureSettings(warmup_s=0.2, window_s=0.3, min_window_requests=30, max_windows=3)
 

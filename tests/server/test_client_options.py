@@ -24,7 +24,7 @@ from tritontune.server.local import LocalTritonLauncher
 from tritontune.server.remote import RemoteTriton
 from tritontune.serving.session import TuningSession
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.functional]
 
 # Each window waits for 20 replies, not the default 100: at 40 req/s open loop that is half a
 # second (100 stretched every window to its 4x cap); what is under test is the connection.

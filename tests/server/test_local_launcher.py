@@ -16,7 +16,7 @@ from tritontune.server.local import LocalTritonLauncher
 from tritontune.server.reaper import SHM_DIR
 from tritontune.server.remote import RemoteTriton
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.functional]
 
 
 def pid_alive(pid: int) -> bool:

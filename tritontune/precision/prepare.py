@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -231,10 +232,12 @@ def cached_input_data(name: str, samples: Sequence[Mapping[str, np.ndarray]]) ->
     digest = hashlib.sha256(document.encode()).hexdigest()[:16]
     path = cache_dir() / "inputs" / f"{name}-{digest}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        partial_path = path.with_suffix(".partial")
-        partial_path.write_text(document, encoding="utf-8")
-        partial_path.replace(path)
+    if not path.exists():  # a scratch file of its own: two processes may write the same inputs
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent, prefix=".writing-", suffix=".json", delete=False, encoding="utf-8"
+        ) as scratch:
+            scratch.write(document)
+        Path(scratch.name).replace(path)
     return path
 
 
