@@ -1,23 +1,12 @@
 """Coming from Model Analyzer: its ``profile`` config file as a tritontune config file.
 
-Model Analyzer (MA), the tuning tool Triton no longer ships, reads a YAML file of keys such as
-``profile_models``, ``constraints``, ``model_config_parameters`` and ``perf_analyzer_flags``.
-:func:`migrate` maps one onto the mapping ``tritontune search -f FILE`` reads (see
-:mod:`tritontune.cli._config`): a key whose meaning tritontune shares becomes the tritontune
-option or ``search.space`` dimension; every key or value it cannot map becomes a *note* that names
-it and says why. Nothing is dropped silently: a migration that hid what it left out would let a
-user believe tritontune searched what Model Analyzer did.
-
-Two of Model Analyzer's rules are kept, so that the file means what the MA config meant:
-
-- a model's own ``constraints``, ``objectives``, ``perf_analyzer_flags``, ``triton_server_flags``
-  (...) *replace* the global ones (they are not merged), and ``latency_budget`` overrides a
-  ``perf_latency_p99`` constraint;
-- under ``model_config_parameters`` a list is a sweep (tritontune: a choice) and a single value
-  is fixed.
-
-No file is read or written here and no server is started: the CLI (``tritontune import-ma``)
-reads the MA file, calls :func:`migrate`, writes :meth:`Migration.yaml_text` and prints the notes.
+:func:`migrate` maps a Model Analyzer YAML file onto the mapping ``tritontune search -f FILE``
+reads: a key whose meaning tritontune shares becomes the tritontune option or ``search.space``
+dimension; every key or value it cannot map becomes a *note* that names it and says why, since a
+migration that hid what it left out would let a user believe tritontune searched what Model
+Analyzer did. Model Analyzer's own precedence rules are kept (a model's constraints and flags
+replace the global ones; a list under ``model_config_parameters`` is a sweep). No file is read or
+written here: the CLI (``tritontune import-ma``) does. Every key: ``docs/model-analyzer.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-from tritontune.server.client import ModelStatsSnapshot, one_line, snapshot_from_json
+from google.protobuf.json_format import ParseDict
+from tritonclient.grpc import service_pb2
+
+from tritontune.server.client import (
+    ModelStatsSnapshot,
+    one_line,
+    snapshot_from_json,
+    snapshot_from_statistics,
+)
 
 
 def test_one_line_drops_the_python_traceback():
@@ -48,3 +56,27 @@ def test_batch_stats_by_size_are_read_and_differenced():
     # batch 1 ran no more executions in between: it is left out of the difference
     assert [(b.batch_size, b.executions, b.compute_ns) for b in delta.batches] == [(4, 5, 15100)]
     assert delta.batches[0].mean_s == 3020e-9
+
+
+def test_the_grpc_statistics_read_as_the_http_ones():
+    """Two versions of a model, uint64 counters (strings in JSON) and fields left at zero: the
+    gRPC reply and the HTTP API's JSON of the same figures give one snapshot."""
+
+    def duration(count: int, ns: int) -> dict:
+        return {"count": str(count), "ns": str(ns)}
+
+    version = {
+        "inference_count": "12",
+        "execution_count": "5",
+        "inference_stats": {"success": duration(12, 9000), "queue": duration(12, 700),
+                            "compute_infer": duration(5, 4000), "cache_hit": duration(0, 0)},
+        "batch_stats": [{"batch_size": "2", "compute_input": duration(3, 30),
+                         "compute_infer": duration(3, 3000), "compute_output": duration(3, 3)}],
+    }  # fmt: skip
+    document = {"model_stats": [version, {**version, "version": "2"}]}
+    reply = ParseDict(document, service_pb2.ModelStatisticsResponse())
+    snapshot = snapshot_from_statistics(reply)
+    assert snapshot == snapshot_from_json(document)
+    assert (snapshot.success_count, snapshot.inference_count, snapshot.queue_ns) == (24, 24, 1400)
+    assert snapshot.fail_count == 0 and snapshot.compute_output_ns == 0
+    assert [(b.batch_size, b.executions, b.compute_ns) for b in snapshot.batches] == [(2, 6, 6066)]

@@ -1,28 +1,12 @@
 """``tritontune check``: re-measure a tuned repository and fail when it regressed.
 
-1. Every model of the repository is read and validated (config parses, passes tritontune's
-   validation and the ONNX I/O check) and every tuning record is read, before any server starts:
-   a broken record is an input error, not a measurement.
-2. Each model is loaded on a real server (launched locally, or a remote one).
-3. Each tuned model is measured at its recorded load in rounds (:mod:`tritontune.check.verdict`)
-   and fails when p99 is over the SLO, throughput fell more than the tolerance below the record
-   (below the lowest of the playoff's rounds, for records that have them), or requests failed.
-4. Models tuned for a workload (``search --workload``; a workload record and the workload file
-   beside the config) are checked together, as they serve it: one shared model, one model per
-   class with each class sent to its own, or several models whose classes name them (``model:``
-   in the workload file), one server serving every model with its exported config and each
-   class sent to its model. The workload is sent again, every class at once, at the lowest
-   capacity the search's final rounds measured less the tolerance, and each class must meet its
-   objective (p99 bound, failures, keeping up) in most rounds. No model of a workload is
-   checked alone.
-5. A pipeline (an ensemble whose record has a ``pipeline`` section) is checked end to end, as it
-   was tuned: every composing model is served with its exported config, then the ensemble, and
-   the ensemble is measured against its record, each round also reading where a request's time
-   went, step by step. Its composing models have no record of their own and are never checked
-   alone.
-
-Differences that make the comparison weaker but not void (another machine, another Triton or
-tritontune version, a config.pbtxt edited since export) are warnings beside the verdict.
+Every model and tuning record is read and validated before any server starts (a broken record is
+an input error, not a measurement); then each model is loaded on a real server and measured at
+its recorded load in rounds (:mod:`tritontune.check.verdict`). A model fails when p99 is over the
+SLO, throughput fell more than the tolerance below the record, or requests failed. Models tuned
+for a workload are checked together, as they serve it; a pipeline end to end, its composing
+models never alone. Differences that weaken the comparison without voiding it (another machine,
+version, an edited config) are warnings beside the verdict. See ``docs/cli/check.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """``-f/--config tritontune.yaml``: the options of every command in one YAML file.
 
 The file is read into click's ``default_map`` of the command being run, so a value from the
-file is parsed and validated exactly as the same flag's value would be (its type, its range,
-the command's own checks), and a flag on the command line still wins: click consults the
-default map only for options the command line left out. Layout (see
-docs/reference/config-file.md):
-
-.. code-block:: yaml
-
-    model_repository: examples/model_repository   # top level: every command that has the option
-    model: mlp
-    study: mlp-p99-50ms-concurrency
-    search:                                        # a section: that command only (wins over
-      slo_p99: 50ms                                # the top level)
-      trials: 12
-      space:                                       # the mapping a --space file holds
-        max_batch_size: [8, 16, 32, 64]
-    report:
-      out: report.html
-
-A key is the option's long flag without ``--``, with ``_`` for ``-`` (``--slo-p99``: ``slo_p99``;
-one spelling, as in Model Analyzer's config files); an argument (``check``'s ``repository``) is
-its name. Values mean what they mean on the command line (relative paths are taken from the
-working directory, as a flag's are); a comma list (``concurrency: 1,4,16``) may be written as a
-YAML list, and a repeatable option (``param``, ``endpoint``) takes a list.
+file is parsed and validated exactly as the same flag's value would be, and a flag on the command
+line still wins (click consults the default map only for options the command line left out). A
+key is the option's long flag without ``--``, with ``_`` for ``-``; top-level keys apply to every
+command that has the option, a section named after a command to that command only. The layout:
+``docs/reference/config-file.md``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """Export of a pipeline study: the ensemble and every composing model, under one record.
 
-A pipeline (a Triton ensemble) is searched end to end (:mod:`tritontune.serving.served`)
-and a trial's config is every composing model's config, kept as one text
-(:func:`~tritontune.config.pipeline.configs_to_text`). Exported, it is a repository Triton serves
-as it was measured:
-
-- the ensemble's directory: its ``config.pbtxt`` as the user wrote it (an ensemble has no knobs),
-  its version directory (Triton loads an ensemble only from one, even empty), the request data,
-  and the one tuning record, whose ``pipeline`` section lists every composing model with its
-  knobs and the digests of its config and files;
-- each composing model's directory: its files as measured (every version the steps run; a
-  precision variant in place of the weights it replaced) and its tuned ``config.pbtxt``; no
-  record of its own, since ``check`` measures the pipeline end to end,
-  never a composing model alone.
-
-The steps name their models, so a composing model keeps its name: a pipeline is exported alone,
-its winner only (an ``--endpoint`` role or a ``--top-k`` runner-up would rename what it exports).
-The rest (which trial, its figures, the record's other fields, staging) is the single-class
-export's (:mod:`tritontune.export.single_class`), which calls this module for a pipeline.
+A trial's config is every composing model's config (:func:`~tritontune.config.pipeline.configs_to_text`).
+Exported, it is a repository Triton serves as it was measured: the ensemble's directory (its
+config as written, a version directory, the request data and the one tuning record, whose
+``pipeline`` section lists each composing model with its knobs and digests) and each composing
+model's directory (its files as measured, a precision variant in place of the weights it
+replaced, its tuned config; no record of its own, since ``check`` measures the pipeline end to
+end). A pipeline is exported alone and its winner only, since the steps name their models. The
+rest is the single-class export's (:mod:`tritontune.export.single_class`), which calls this module.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Export of a workload study (``search --workload``): the winner of its final rounds.
 
-One model (the shared layout), one per class (``NAME_<class>``, the endpoint layout), or, for a
-workload whose classes name their models (several models on one server), every model the
-winner serves: each directory holds its config, a copy of that model's files as measured, the
-workload file (``tritontune.workload.yaml``, with copies of the classes' request data and arrival
-traces) and a workload record that ``check`` reads to send the same workload again.
-
-**A record per model, each naming the whole group.** A group's models get one record each, with
-the same figures and the same ``routes`` (class -> model), rather than one record in the first
-model's directory listing the others (as a pipeline's does), because that is the shape the
-endpoint layout already exports and ``check`` already reads: the routes name every model of the
-workload, so ``check`` gathers them and sends the workload to all of them at once, and each
-model's own directory keeps the digests of its own config and files, in the fields ``check``
-compares to say which model was edited since export. A pipeline needs one record because only
-its entry model is ever called; a group has no entry, and no model of it is the one to hold the
-others' facts. An older tritontune reading such a record does not check it wrongly: its
-single-model session refuses classes that name their model.
+One model (the shared layout), one per class (the endpoint layout), or every model of a group:
+each directory holds its config, that model's files as measured, the workload file (with copies
+of the classes' request data and traces) and a workload record that ``check`` reads to send the
+same workload again. A group's models get **a record each, naming the whole group** (the same
+figures and ``routes``), the shape the endpoint layout already exports and ``check`` reads, and
+each keeps its own config's and files' digests; a pipeline needs one record only because only its
+entry is ever called.
 """
 
 from __future__ import annotations

@@ -2,27 +2,14 @@
 
 On a GPU host a small model answers faster than one Python process can send: past that point a
 figure is the load generator's limit, not the config's, and a search would rank configs by noise.
-So every window of a measurement also records, for the load generator's processes:
-
-- **CPU per request**: the CPU time of the load processes (every thread: the event loop, gRPC's
-  own threads, the arrival ticker), divided by the requests answered in the window;
-- **loop demand**: how much of the window the event-loop thread was running *or waiting for a
-  CPU* (Linux's ``/proc/PID/task/TID/schedstat``: run time and run-queue wait). A thread that
-  was never idle had no slack: it sent and read as fast as it could get CPU. Unlike plain busy
-  time, this also catches a generator starved by a busy core (it waits instead of running);
-- **client lag**: the delay the client added. Open loop: how late each request was sent against
-  its schedule; closed loop: each worker's turnaround, from a reply's stamp to its next
-  request's send stamp (the turns the event loop took to get back to that worker), read off the
-  stamps the latencies are made of, so measuring it wakes nothing. (Over HTTP, which stamps
-  around the await, how late a 1 ms event-loop timer fired instead.)
-
-A window is **client-bound** when the loop demand reached :data:`LOOP_DEMAND_LIMIT` *and* the
-client lag's p99 reached :data:`CLIENT_LAG_LIMIT_S`: the client had no CPU to spare and it showed
-in the latencies. A level is flagged when at least half of its reported windows are client-bound
-(one busy window -- a collection, a burst of another tenant -- does not make a level the
-client's: in 0.3 s screening windows single ones came and went): the searches over loads never
-take its figure as the config's (see :mod:`tritontune.search.ramp`).
-Measuring again would not help (the client gets no more CPU); more load processes would.
+So every window also records the load processes' CPU per request, the event-loop thread's *loop
+demand* (running or waiting for a CPU, from ``/proc/PID/task/TID/schedstat``: unlike busy time it
+also catches a generator starved by a busy core) and the *client lag* (open loop: how late a
+request was sent; closed loop: each worker's turnaround, read off the latencies' own stamps). A
+window is client-bound when the loop demand reached :data:`LOOP_DEMAND_LIMIT` and the lag's p99
+:data:`CLIENT_LAG_LIMIT_S`; a level, when half of its windows are (one busy window does not make a
+level the client's). The searches never take its figure as the config's; measuring again would
+not help, more load processes would. See ``docs/concepts/measurement.md``.
 """
 
 from __future__ import annotations

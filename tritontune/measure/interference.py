@@ -2,29 +2,14 @@
 
 A shared machine's other tenants (a build, a backup, another benchmark) take CPU from the server
 and from the load generator, and the figure of that window is then the machine's, not the
-config's. Neither perf_analyzer nor Model Analyzer looks. At every window edge a
-:class:`InterferenceProbe` reads (:func:`process_table`: cheap, for a burst of the probe's CPU
-is taken from the server), for the span since the previous edge:
-
-- the CPU time of every process that is neither tritontune (this process and its children, which
-  include a locally launched server) nor a Triton server of another launcher (``tritonserver`` and
-  its Python backend stubs, e.g. in a container), in cores (1.0 = one core busy all the window);
-- the CPU time the hypervisor took from this machine (``steal`` in /proc/stat), in cores;
-- how busy the load generator's own thread was (0..1; near 1 it ran out of CPU, so the window
-  measured the client as much as the server).
-
-The load generator is the event-loop threads that send the requests
-(:meth:`LoadGenerator.load_threads <tritontune.measure.loadgen.LoadGenerator.load_threads>`): this
-process's, or with ``--load-processes N`` each worker process's. The workers are tritontune's own
-(their CPU is the load, never interference, whether or not they are still this process's
-children), and the busy figure is the busiest of their loops: the parent's loop only merges what
-they report, and its figure would say nothing about the sending.
-
-A window is *disturbed* when other processes used :data:`OTHER_CORES_LIMIT` cores or more, or
-steal reached :data:`STEAL_CORES_LIMIT`. The measurement does not count a disturbed window towards
-stability and takes more windows instead (bounded, see ``MeasureSettings.extra_windows``); a
-level whose reported windows are still disturbed says so. A busy load generator is reported, not
-re-measured: measuring again would not give it more CPU.
+config's; neither perf_analyzer nor Model Analyzer looks. At every window edge an
+:class:`InterferenceProbe` reads, for the span since the previous edge, the CPU of every process
+that is neither tritontune's (this process, its children, its load processes) nor a Triton server,
+the CPU the hypervisor took (steal), and how busy the load generator's busiest event-loop thread
+was. A window is *disturbed* when others used :data:`OTHER_CORES_LIMIT` cores or more or steal
+reached :data:`STEAL_CORES_LIMIT`: it does not count towards stability and more windows are taken
+(``MeasureSettings.extra_windows``). A busy load generator is reported, not re-measured: measuring
+again would not give it more CPU. See ``docs/concepts/measurement.md``.
 """
 
 from __future__ import annotations

@@ -1,40 +1,19 @@
 """Load from several worker processes (``--load-processes``), merged exactly in the parent.
 
-:class:`ProcessLoadGenerator` is a :class:`~tritontune.measure.loadgen.LoadGenerator` whose load
-comes from worker processes, each driving a generator of its own; a caller picks it (or the
-one-process generator) by the count: :func:`load_generator`. This module builds on
-:mod:`~tritontune.measure.loadgen`, which never imports it.
-
 One Python process sends at most so many requests a second (its event loop is one thread); past
-that a level measures the client. So the load can be split over P worker processes, each with its
-own event loop and connection, while the parent only merges what they report and runs the
-controller (windows, stability, Triton's statistics over its own connection).
-
-* **Splitting.** Closed loop: a concurrency N is split as evenly as possible (worker i runs
-  ``N // P + (i < N % P)``). Open loop: one arrival schedule per stream, *dealt* round robin:
-  every worker draws the same gaps (same seed) from the parent's start time (``perf_counter`` is
-  CLOCK_MONOTONIC, shared by processes) and sends arrivals k, k+P, ... So any shape (Poisson,
-  gamma, a trace) is kept exactly. ``max_requests`` and ``max_in_flight`` are divided by P.
-* **Payloads built once.** The parent serializes the prepared requests (protobuf bytes for gRPC,
-  a pickle for HTTP) and each worker parses them: no tensor is rebuilt from numpy per process.
-* **Merging exactly.** Workers send their raw records every :data:`FLUSH_EVERY_S` with a
-  *watermark* (their clock, taken before they let the replies stamped by then be recorded:
-  nothing they send later completed before it). The parent
-  appends to each stream's :class:`RequestLog` only the records completed by the lowest watermark,
-  merged by completion time, so the logs stay in completion order and windows stay index slices;
-  a controller calls :meth:`LoadGenerator.settle` before taking an edge. Lag samples (send lags,
-  turnarounds) are keyed by the watermark of the batch that carried them: a window may get a lag
-  sample up to one flush interval late, the latencies themselves are exact.
-* **Several classes.** A workload's classes are streams like any other: every worker gets each
-  class's own share (its requests, its priority in them, its own arrival schedule dealt round
-  robin with its own seed), and the merged records go to that class's log.
-* **Auto.** ``--load-processes auto`` (:func:`measure_with_processes`): a level measured
-  client-bound is measured again with twice the processes, up to :func:`auto_processes_limit`;
-  the same step for a single class and for a workload.
-* **Lifetime.** Workers are daemonic spawned processes (never forked from a process with gRPC
-  threads), stopped and joined (then terminated, killed) on every exit path, and they stop by
-  themselves when the parent goes away (pipe closed or parent pid changed). A worker's error comes
-  back as a :class:`LoadProcessError` with its message, never as a hang.
+that a level measures the client. :class:`ProcessLoadGenerator` is a
+:class:`~tritontune.measure.loadgen.LoadGenerator` whose load comes from P spawned worker
+processes, each with its own event loop and connection, while the parent merges what they
+report and runs the window controller; :func:`load_generator` picks it or the one-process
+generator by the count (:mod:`~tritontune.measure.loadgen` never imports this module). A
+concurrency is split evenly; an open loop's arrival schedule (per class) is dealt round robin
+from one seed, so every shape is kept exactly. The parent serializes the requests once. Workers
+report their records with a *watermark*, and the parent appends only the records completed by
+the lowest watermark, so the logs stay in completion order and windows stay exact (a controller
+calls :meth:`LoadGenerator.settle` before taking an edge). ``--load-processes auto``
+(:func:`measure_with_processes`) doubles the processes for a level measured client-bound.
+Workers stop on every exit path of the parent and when it goes away; a worker's error comes back
+as a :class:`LoadProcessError`, never as a hang. See ``docs/concepts/measurement.md``.
 """
 
 from __future__ import annotations

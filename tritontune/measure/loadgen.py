@@ -1,35 +1,16 @@
 """The load generator: closed-loop concurrency and open-loop arrivals over Triton's gRPC or HTTP API.
 
-One asyncio event loop drives all requests, with requests prepared in advance
-(:mod:`tritontune.measure.inputs`), so the client spends its time sending, not encoding. gRPC (the
-default) goes through tritonclient's generated stub on a grpc.aio channel; HTTP through
-tritonclient's asyncio HTTP client (aiohttp), with the tensors encoded once. Both carry the
-endpoint's TLS and headers, and both feed the same :class:`RequestLog`, so the statistics are the
-same whatever the protocol.
-
-* **Closed loop** (``concurrency=N``): N workers, each sends its next request when the last one
-  returns. Easy on the server; hides queueing, because it slows down when the server does.
-* **Open loop** (``rate=R``): requests are scheduled at arrivals of a given shape
-  (:mod:`tritontune.measure.arrivals`: Poisson, constant, gamma, a replayed trace) and sent on
-  schedule whether or not earlier ones returned. Latency is counted from the *scheduled* send
-  time, so a slow server (or a saturated client) shows up in the tail instead of silently lowering
-  the rate. The send lag (actual send minus schedule) is reported, so a client that can't keep up is
-  visible as such.
-
-**Where latency is stamped.** A latency is the time between two stamps the transport takes as
-close to the wire as its client library lets it see (:class:`Reply`). Over gRPC: the send stamp is
-taken by the request serializer, which grpc.aio calls in the call's own task immediately before
-it starts the send (not when the worker asked: that task runs one event-loop turn later, behind
-whatever else is ready), and the reply stamp by the call's done callback, which runs when the
-status is processed, one turn before the awaiting worker resumes (and, at high concurrency, before
-the other workers' sends queued in that turn). This is what perf_analyzer measures too: from just
-before the send to its completion callback. Over HTTP the stamps are taken around the await.
-
-Every run is bounded in time and in requests. Where one process cannot send fast enough, the load
-can come from several worker processes instead: the caller picks
-:class:`~tritontune.measure.load_processes.ProcessLoadGenerator`, a :class:`LoadGenerator` whose
-workers are generators of this module and whose records are merged exactly into the same logs
-(this module knows nothing of them).
+One asyncio event loop drives all requests, prepared in advance (:mod:`tritontune.measure.inputs`)
+so the client spends its time sending, not encoding; gRPC through tritonclient's generated stub on
+a grpc.aio channel, HTTP through its asyncio client, both feeding the same :class:`RequestLog`.
+Closed loop (``concurrency=N``): N workers, each sending when its last reply is in. Open loop
+(``rate=R``): requests sent on a schedule of arrivals (:mod:`tritontune.measure.arrivals`) whether
+or not earlier ones returned, latency counted from the *scheduled* send time, so a slow server or
+a saturated client shows in the tail (the send lag is reported too). Over gRPC a latency's stamps
+are taken as close to the wire as the library lets us (:class:`Reply`: the serializer, the done
+callback), as perf_analyzer measures. Every run is bounded in time and in requests. Load from
+several processes is :class:`~tritontune.measure.load_processes.ProcessLoadGenerator`, which this
+module knows nothing of. See ``docs/concepts/measurement.md``.
 """
 
 from __future__ import annotations

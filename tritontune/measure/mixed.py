@@ -1,29 +1,15 @@
 """Measuring a mixed workload: every class of traffic at once, each measured on its own.
 
-Each class is an open-loop Poisson stream of its own requests (its batch size, data, priority and
-queue timeout; :mod:`tritontune.measure.traffic`), at its part of the total rate, all over one
-connection, to one model (a shared endpoint) or each to its own model (separate endpoints). After a
-warm-up, a span of at least ``stable_windows`` windows is measured; each class's figures cover
-exactly that span, which starts only once every class has had its first reply (its pipeline filled:
-at most a quarter of the level's time cap is spent waiting for it): throughput, latency from the
-*scheduled* send time (so queueing shows, and a class is never flattered by a slow client),
-rejections (admission control) and queue timeouts counted apart from other failures. The span is
-extended window by window until every class has ``min_window_requests`` answers in it (a p99 of a
-handful of requests is its maximum), up to its clean time (``max_windows`` windows at their
-longest, and one more for each disturbed window measured again), or up to the level's time cap
-where a class passes by a hair (a p99 past :data:`CLOSE_CALL` of its bound, or arrivals answered
-just over :data:`KEEP_UP_FRACTION`: the verdict hangs on more replies there); unless a class has
-*surely* missed its objective already: once the span has its ``stable_windows`` windows, a class
-with so many replies past its p99 bound (or so many failures) that a class meeting its objective
-would show them with a chance under :data:`SURELY_MISSED_CHANCE` ends the level there
-(:attr:`TrafficMeasurement.ended_early` says why). A level far above a config's capacity so costs
-about a second, not the cap; every passing level still waits for its replies. Per-window p99s give
-each class's spread, and the machine's interference is sampled per window as for one class: a
-disturbed window starts the span again after it (up to ``extra_windows`` times), so the reported
-span is clean where it could be made so. So is the load generator's own cost
-(:mod:`tritontune.measure.client_cost`): a level the client limited is flagged client-bound by the
-same rule as a single class's (:attr:`TrafficMeasurement.client_bound`), and with
-``--load-processes auto`` it is measured again with more load processes.
+Each class is an open-loop stream of its own requests (:mod:`tritontune.measure.traffic`) at its
+part of the total rate, to one shared model or each to its own endpoint. After a warm-up, a span
+of at least ``stable_windows`` windows is measured, starting once every class has had its first
+reply; each class's figures cover exactly that span (latency from the *scheduled* send time;
+rejections and queue timeouts counted apart). The span is extended until every class has
+``min_window_requests`` answers in it, up to its clean time, or to the level's cap where a class
+passes by a hair (:data:`CLOSE_CALL`, :data:`KEEP_UP_FRACTION`), unless a class has *surely*
+missed already (:data:`SURELY_MISSED_CHANCE`; :attr:`TrafficMeasurement.ended_early`). A disturbed
+window starts the span again after it, and a level the client limited is flagged client-bound by
+the single class's rule. See ``docs/concepts/workloads.md``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,13 @@
 """perf_analyzer as a load engine: one load level measured by NVIDIA's C++ load generator.
 
 A user who trusts perf_analyzer can have it generate the load and still get a tritontune figure:
-the same payloads, the same windows, the same stability and interference rules. Why each part is
-done the way it is:
-
-* **Payloads.** The prepared gRPC requests are written as perf_analyzer's ``--input-data`` JSON
-  (raw tensor bytes as ``b64``; BYTES tensors as ``content``), one entry per sample. perf_analyzer
-  builds a request of batch ``-b B`` from B consecutive entries and moves B entries on per request,
-  so a batched request of ours becomes B entries in a row and every request it sends is one of
-  ours, round robin (checked on 2.51 with distinct payloads).
-* **Windows.** perf_analyzer 2.51 has no warm-up option and decides stability by its own rule, and
-  when its windows never settle it exits with an error and writes no export. So it runs with
-  ``--stability-percentage 0`` (it never declares stability) and more trials than we can use, and
-  tritontune decides when to stop: each ``Pass [N]`` line it prints (``-v``) ends a window; the
-  first windows covering ``warmup_s`` are warm-up; on the later ones our rule is checked live (its
-  throughput and p99, printed with ``--percentile 99``, plus the interference of the window), and
-  when it holds, or the window budget is spent, perf_analyzer gets SIGINT: it finishes the requests
-  in flight and writes ``--profile-export-file``. That export (every request's send and response
-  times, in ns, and the window boundaries) is where the figures come from: windows are rebuilt
-  from it, by completion time as :mod:`measurement` slices them, the full rule of
-  :func:`stats.is_stable` (mean latency too) decides ``stable``, and the last stable windows are
-  merged, else all.
-* **Server split and interference** are read at the same window edges (each ``Pass`` line), as
-  :func:`measurement.measure_load` does at its own edges. perf_analyzer is our child process, so
-  the probe counts it as ours, not as another tenant; how busy its busiest thread was stands for
-  the load generator's load.
-
-Differences from the asyncio engine that remain: an open-loop latency counts from the actual send
-(perf_analyzer records no schedule, so ``send_lag_p99_s`` is None), and warm-up is rounded up to
-whole windows.
+the same payloads (written as its ``--input-data``, a batched request as that many consecutive
+entries), the same windows, the same stability and interference rules. It runs with
+``--stability-percentage 0`` and tritontune decides when to stop: each ``Pass [N]`` line ends a
+window, our rule is checked live, and SIGINT makes it write ``--profile-export-file``, from which
+the windows are rebuilt by completion time as :mod:`measurement` slices them. Server statistics
+and interference are read at the same window edges. What remains different, and why each part is
+done so: ``docs/concepts/measurement.md`` ("Load engines").
 """
 
 from __future__ import annotations

@@ -1,46 +1,13 @@
 """The workload file: the classes of traffic a model serves at once, and what each one needs.
 
-.. code-block:: yaml
-
-    classes:
-      - name: interactive
-        share: 0.3              # of the requests (or rate: 40/s, for every class)
-        batch_size: 1
-        priority: 1             # Triton's priority level: 1 is served first
-        slo_p99: 20ms           # a latency objective: p99 from the scheduled send time
-      - name: batch
-        share: 0.7
-        batch_size: 8
-        priority: 2
-        timeout: 2s             # how long a request may wait in Triton's queue
-        completion_p99: 5s      # optional bound on a best-effort class
-        may_shed: true          # rejected requests are retried later, not failures
-        min_served: 50%         # but at least half of its arrivals served (or 200/s: inferences)
-        arrival: gamma          # bursty: gamma gaps (default poisson; or constant)
-        arrival_cv: 2           # their coefficient of variation (1 is Poisson's)
-      - name: replayed
-        arrival: trace          # the arrivals of a recorded trace, sped up or slowed down
-        trace: gateway.csv      # timestamp[,class] lines; this class's lines, or all without one
-        slo_p99: 50ms           # (no share or rate: the trace's own rate)
-
-Each class may name the model it calls (``model: NAME``, a model of the repository): then every
-class must, and the workload is served by several models on one server, each class sent to its
-own (:attr:`Traffic.routed`). Without ``model:`` every class calls the one model searched.
-
-A class with ``slo_p99`` is *interactive*: it meets its objective when its p99 is within the SLO
-and (unless it may be shed) it lost no more than :data:`MAX_ERROR_RATE` of its requests. A class
-without one is *best effort*: it meets its objective when it is served (rejections allowed if it
-may be shed; other failures never) and, with ``completion_p99``, within that bound. Either kind may
-carry a floor of work served (``min_served``: a share of its arrivals, or inferences per second),
-below which shedding it no longer counts as meeting its objective. The load of a
-workload is its total request rate; each class gets its share of it (shares are normalized; with
-``rate`` instead, the rates are scaled together). Each class is an open-loop (Poisson) stream of
-its own, so a slow class can't slow another's arrivals; its gaps are exponential (Poisson) by
-default, or ``constant``, or ``gamma`` with a coefficient of variation ``arrival_cv`` (2: bursts
-and lulls), or ``trace``: the recorded arrivals of a ``trace`` file replayed
-(:mod:`tritontune.measure.arrivals`), their gaps scaled to the class's rate; a trace class without a
-``share`` or ``rate`` has the trace's own rate. A workload's capacity is the rate scaling of that
-shape.
+Each class is an open-loop stream of its own (so a slow class can't slow another's arrivals)
+with a share of the total rate (or a rate of its own, scaled together), a batch size, a priority
+and an objective: a class with ``slo_p99`` is *interactive* (its p99 within the SLO, at most
+:data:`MAX_ERROR_RATE` of its requests lost unless it may be shed); one without is *best effort*
+(served, within ``completion_p99`` when given), and either may carry a floor of work served
+(``min_served``). Classes may each name the model they call (:attr:`Traffic.routed`). A
+workload's capacity is the rate scaling of that shape. The file format, with an example of every
+field: ``docs/concepts/workloads.md``.
 """
 
 from __future__ import annotations

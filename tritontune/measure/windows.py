@@ -1,22 +1,12 @@
 """The windows of one load level: one controller for every kind of traffic, a policy per kind.
 
-A level is measured while its load runs without a break: after the warm-up, the controller takes
-an *edge* at the end of every window (each stream's replies so far, each model's statistics from
-Triton, where each stream's client lag samples stood), samples what else the machine did in the
-window (:mod:`interference`) and what the load generator cost (:mod:`client_cost`), then asks
-the policy whether the level is measured. One class of traffic (:mod:`measurement`) is a
-one-stream traffic here; a workload's classes (:mod:`mixed`) are several streams. What differs
-is the policy alone:
-
-* :class:`~tritontune.measure.measurement.StableWindows`: closed or open loop at one load, until
-  the last windows agree (:func:`stats.is_stable`) and none was disturbed;
-* :class:`~tritontune.measure.mixed.ObjectiveSpan`: every class at its rate, until each has enough
-  replies in a clean span, or one has surely missed its objective.
-
-Both engines that run in this process, the asyncio generator and its load worker processes,
-come through here; perf_analyzer, whose windows are its own output lines, applies the same
-stable-windows rule (:meth:`~tritontune.measure.measurement.MeasureSettings.measured`) to the
-windows it prints.
+While a level's load runs, the controller takes an *edge* at the end of every window (each
+stream's replies, each model's Triton statistics, the client's lag samples), samples what else
+the machine did (:mod:`interference`) and what the load generator cost (:mod:`client_cost`), and
+asks the policy whether the level is measured: one class of traffic
+(:class:`~tritontune.measure.measurement.StableWindows`, until the last windows agree and none
+was disturbed) or a workload's classes (:class:`~tritontune.measure.mixed.ObjectiveSpan`).
+perf_analyzer, whose windows are its own output lines, applies the same stable-windows rule.
 """
 
 from __future__ import annotations

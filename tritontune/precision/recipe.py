@@ -3,24 +3,12 @@
 A :class:`Recipe` is everything onnxruntime's quantizer is told: which op types it quantizes,
 per-channel or per-tensor weights, which nodes stay in float, how activations are calibrated. One
 recipe can't be known to be best for every model, so :func:`candidates` lists a few per precision
-and model family, fastest first; :mod:`tritontune.precision.prepare` builds them in that order and
-keeps the first that passes the accuracy gate. The chosen recipe's :meth:`Recipe.label` is shown in
-results, and its :meth:`Recipe.to_dict` kept in the study and the tuning record, so an export
-rebuilds exactly what was measured.
-
-The rules, from onnxruntime's quantization guidance and measured on a real sentence encoder
-(``bench/precision.py``):
-
-* weights per channel (per output column): per-tensor INT8 of a transformer's MatMuls lost 0.03 of
-  cosine on all-MiniLM-L6-v2 for no speed;
-* the graph is pre-processed first (``quant_pre_process``: shape inference and onnxruntime's basic
-  graph optimizations), so the quantizer sees folded constants and known shapes;
-* transformers: only MatMul/Gemm with constant weights (``MatMulConstBOnly``; the attention's
-  activation x activation MatMuls, LayerNorm, Softmax, GELU and residual adds stay in float);
-  static INT8 keeps the feed-forward down-projection (the MatMul fed by GELU) in float as its
-  second candidate: GELU's outputs are heavy-tailed and one activation scale per tensor loses them;
-* static activations are unsigned (U8 activations, S8 weights), the fast form on x86 CPUs; QDQ
-  format, which onnxruntime fuses into integer kernels and TensorRT reads as explicit quantization.
+and model family, fastest first; :mod:`tritontune.precision.prepare` keeps the first that passes
+the accuracy gate. Its :meth:`Recipe.to_dict` is kept in the study and the tuning record, so an
+export rebuilds exactly what was measured. The rules (per-channel weights, the graph
+pre-processed, only constant-weight MatMul/Gemm in transformers, the GELU-fed MatMul in float as a
+second candidate, U8/S8 QDQ for static INT8) and what they were measured on:
+``docs/concepts/precision.md``.
 """
 
 from __future__ import annotations

@@ -3,60 +3,10 @@ load, predicted from the model's service time per batch size.
 
 Why: a real measurement costs seconds per load level and a server restart per config; the model
 costs milliseconds, so a search can rank a whole grid of configs and measure only the few the
-model puts on top (and check the model against them).
-
-The batching rules follow Triton's core (``dynamic_batch_scheduler.cc``, ``scheduler_utils.cc``,
-``model_config_utils.cc``, ``rate_limiter.cc``):
-
-- With ``dynamic_batching`` off, or ``max_batch_size`` 0, every request executes alone, first
-  come first served on the first idle instance (Triton's default scheduler); priorities and
-  queue policies are dynamic-batching settings and do not apply.
-- Without preferred batch sizes, ``max_batch_size`` is the preferred size (Triton's config
-  normalization adds it).
-- A batch is formed by scanning the queue in order (strict priority: every request of level 1,
-  then level 2, ...; within a level, FIFO, then the requests a timeout ``delay``-ed, in the order
-  they were delayed). A request is never split and never skipped: the scan stops at the first
-  request that would take the batch past ``max_batch_size``. A request of batch ``b`` counts ``b``
-  toward every size.
-- The batch closes at once when it reaches a preferred size (the largest preferred size the
-  scan passes exactly, or what is pending when the next request would pass the largest
-  preferred size), and it takes that many requests; or when the oldest request in it has waited
-  ``max_queue_delay`` since its enqueue time (then everything pending goes, up to
-  ``max_batch_size``); or, with a delay of 0, at once with what is queued. Otherwise the batcher
-  waits for the delay to expire (or for a new request).
-- Batches form only for an idle instance: while all instances are busy, requests wait in the
-  queue, and an instance that frees takes the batch the rules give at that moment (the batch
-  formed so far when the oldest request's delay has already expired). This stands for Triton's
-  payload that is handed to the rate limiter and keeps growing until an instance takes it.
-- Queue policy: ``max_queue_size`` (per priority level, delayed requests included) rejects a
-  request at enqueue; a request older than ``default_timeout`` is, when the scan reaches it,
-  rejected (``REJECT``) or moved behind its level's queue (``DELAY``). A request's own timeout
-  counts only with ``allow_timeout_override`` and only when shorter than the default (Triton
-  compares it with the default, so with no default timeout a request's own is ignored too).
-
-Where the model simplifies (what it leaves out, on purpose):
-
-- Service time depends on the batch size only (in inferences), drawn from a :class:`ServiceCurve`;
-  instances do not contend for CPU, memory bandwidth or the GPU except through the curve's
-  optional slow-down factor by the number of instances busy when a batch starts.
-- No gRPC/HTTP thread limits: the network and RPC cost is one additive constant per request
-  (``overhead_s``), added to every latency and, closed loop, to each client's time between a
-  reply and its next request, plus an optional *request path* (``path_s``): one FIFO stage each
-  request holds for ``path_s`` before it reaches the queue. It stands for the CPU the client,
-  gRPC and Triton's frontend spend per request, which caps a small model's throughput at
-  ``1 / path_s`` requests per second whatever the batch sizes (on a 2-core host the load
-  generator and the server share it).
-- Batches are formed instantaneously; Triton's batcher thread and the payloads queued in the rate
-  limiter (up to two per instance, merged when they are old) are collapsed into "the idle
-  instance takes the batch the rules give now"; instances are picked in the order they went
-  idle. Response cache, sequence batching, custom batching rules and input shapes that forbid
-  batching are not modelled; one queue policy applies to every priority level.
-- Timeouts are applied when the scan reaches a request (as Triton does), so a rejected request
-  leaves the queue when the batcher next forms a batch, not at its deadline.
-- Ties: every event of one instant is applied before the batcher decides, so a request that
-  arrives as a delay expires joins that batch, and requests sent together are batched together.
-- A closed-loop client whose request is rejected sends its next one after the overhead (at least
-  ``MIN_RETRY_S``), so a full queue cannot spin the simulation at one instant.
+model puts on top (and check the model against them). The rules follow Triton's core
+(``dynamic_batch_scheduler.cc``, ``scheduler_utils.cc``, ``model_config_utils.cc``,
+``rate_limiter.cc``); each rule and each simplification is listed in
+``docs/concepts/prediction.md`` ("The batcher's rules in full").
 """
 
 from __future__ import annotations

@@ -1,43 +1,22 @@
 """What the scheduler cannot change: the model's service time per batch size, per execution setting.
 
-A config has two kinds of knobs. *Scheduler* knobs (``max_batch_size``, dynamic batching, the
-queue delay, preferred sizes) decide which requests run together and when; the simulator
-(:mod:`tritontune.predict.batcher`) models them exactly. *Execution* knobs (:data:`EXECUTION_KNOBS`:
-instance count, threads, precision, graph level) change how long one batch takes to compute,
-which only a measurement can say. Calibration measures that: for one execution setting the model
-is served with a batcher that forms batches of many sizes (delay 0, the largest batch size of
-the space) under closed-loop loads of rising concurrency, and Triton's own statistics
-(``batch_stats``) give the compute time of every execution by its batch size, apart from the time
-requests queued. With every instance busy, the times include what the instances cost each other
-(on a CPU host they share the cores).
-
-A :class:`SettingCalibration` keeps, per measured batch size, the mean compute time and how many
-executions it came from; the time a request spends outside the server (client, gRPC, network:
-``overhead_s``) comes from the unbatched, one-request-per-instance level, and the spread (one
-coefficient of variation for every size) is fitted to the levels that kept every instance busy,
-never below that level's (:func:`fit_cv`). :meth:`Calibration.curve` fits a
-:class:`~tritontune.predict.batcher.ServiceCurve` to a setting: measured settings directly;
-others, not measured, as their precision's curve (that precision at the reference's other
-knobs: its *home*) times each other knob's measured ratio (one knob changed at a time, in the
-fastest precision: see :func:`precision_settings`, :func:`knob_settings`). The study keeps
-the calibration (:meth:`Calibration.to_dict`), so a resumed search and other workers reuse it.
-
-**Knobs that share the cores are not independent.** On a CPU host, instances and onnxruntime's
-intra-op threads compete for the same cores: 2 instances x 2 threads on 2 cores is not "twice the
-instances" times "twice the threads" (composed so, MiniLM's INT8 was predicted at 337 infer/s and
-served 113-135). Their composition is corrected by a model of the shared resource
-(:func:`contention`): an instance computing with ``t`` threads keeps ``busy(t)`` cores busy (its
-measured speed-up from threads, at most ``t``); ``n`` busy instances ask ``n x busy(t)`` cores of
-the ``cores`` the server has, and past them each execution stretches by ``(asked / cores) **
-alpha``. ``alpha`` is 1 (fair time-slicing) until the *joint* setting (the most instances with the
-most threads the space allows: one calibration more) is measured; then it is fitted to it, so
-the calibration can refute the model (onnxruntime's spinning threads make oversubscription cost
-more than time-slicing). Knobs that do not share a resource (precision, graph level, inter-op
-threads) stay composed, but precision interacts with the others, so each precision is
-calibrated first and the other knobs in the fastest one only (:func:`knob_settings`): a setting
-is composed around its own precision with the fastest one's ratios. A prediction says which
-way it was made (:class:`Derivation`), and a
-composed or modelled one is given a wider band.
+*Scheduler* knobs (batch sizes, the queue delay) decide which requests run together and when;
+the simulator (:mod:`tritontune.predict.batcher`) models them. *Execution* knobs
+(:data:`EXECUTION_KNOBS`: instances, threads, precision, graph level) change how long one batch
+takes, which only a measurement can say: for one execution setting the model is served with a
+batcher that forms batches of many sizes under rising closed-loop loads, and Triton's
+``batch_stats`` give the compute time of each execution by its batch size, apart from queueing.
+A :class:`SettingCalibration` keeps those times, the time outside the server and the spread
+(:func:`fit_cv`); :meth:`Calibration.curve` fits a
+:class:`~tritontune.predict.batcher.ServiceCurve` to any setting: measured ones directly, others
+composed from their precision's curve and each other knob's measured ratio, in the fastest
+precision (:func:`precision_settings`, :func:`knob_settings`). Knobs that share the cores are not
+independent (composed so, MiniLM's 2 instances x 2 threads was predicted at 337 infer/s and
+served 113-135): their composition is corrected by a model of the shared cores
+(:func:`contention`) that the joint setting's calibration can refute. A prediction says how it
+was made (:class:`Derivation`); a composed or modelled one gets a wider band. The study keeps the
+calibration, so a resumed search and other workers reuse it. In full:
+``docs/concepts/prediction.md``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """The whole space predicted: every config's operating point under the SLO, from a calibration.
 
-A point is an execution setting (:data:`~tritontune.predict.calibration.EXECUTION_KNOBS`, whose
-service curve the calibration gives) and a scheduler part (batch size, batching, delay,
-preferred size), which becomes a :class:`~tritontune.predict.batcher.BatcherConfig` through the
-config tritontune would write (:func:`~tritontune.predict.config.batcher_config_of`). The batcher
-simulator then finds the highest load whose p99 meets the SLO, as a measured search would. The
-points are given (a search space's, on a grid: :mod:`tritontune.search.grid`).
-
-Ranking is pruned: configs are simulated in the order of their capacity (instances x the best
-batch throughput of their curve), and once a capacity is below the :data:`KEEP`-th prediction
-found, no later config can enter the ranking.
-
-Measurements correct the prediction (:class:`Corrections`): a config's measured throughput over
-its predicted one is its execution setting's correction; a setting not measured takes the median
-correction of the measured settings whose miss it shares, else of every measured one. Whose miss
-it shares depends on how the measured setting was predicted: calibrated itself, or its split of
-the cores modelled (:attr:`~tritontune.predict.calibration.Derivation.CONTENTION`), a miss is the
-split's, wrong for every precision at that split; composed around a split that was calibrated
-(:attr:`~tritontune.predict.calibration.Derivation.COMPOSED`), it is the composition's (a
-precision's or graph level's ratio that did not carry over), wrong for that composition at
-every split and no other. The ranking
-is redone with the corrections after every measurement (:meth:`RankedSpace.rank`): the
-simulations are kept, so a new ranking only simulates the configs the corrections newly reach.
+A point (given: :mod:`tritontune.search.grid`) is an execution setting, whose service curve the
+calibration gives, and a scheduler part, which becomes a
+:class:`~tritontune.predict.batcher.BatcherConfig` through the config tritontune would write; the
+batcher simulator finds the highest load whose p99 meets the SLO, as a measured search would.
+Ranking is pruned: configs are simulated in the order of their capacity, and once a capacity is
+below the :data:`KEEP`-th prediction found, no later config can enter. Measurements correct the
+prediction (:class:`Corrections`): a setting not measured takes the median correction of the
+measured settings whose miss it shares, and which those are depends on how the measured one was
+predicted (calibrated or contention-modelled: the split's miss; composed: the composition's). The
+ranking is redone after every measurement (:meth:`RankedSpace.rank`), simulating only the configs
+the corrections newly reach. See ``docs/concepts/prediction.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """``--csv FILE`` of ``profile``, ``search`` and ``check``: one row per measured load level.
 
 The layout follows Triton Model Analyzer's ``metrics-model-inference.csv``, so a sheet or script
-made for one reads the other. These columns carry Model Analyzer's header and mean what its
-column means:
-
-- ``Model``, ``Batch`` (the client's batch size per request), ``Concurrency`` (closed loop) or
-  ``Request Rate`` (open loop; the other one is empty), ``Model Config Path`` (the measured
-  model's directory; empty where the config was an override and has no file of its own),
-  ``Instance Group`` (``COUNT:KIND``, groups joined by `` + ``), ``Max Batch Size``,
-  ``Satisfies Constraints`` (``Yes``/``No``: the level met the SLO by the search's rule, p99
-  within it, at most 1 % failed requests and, open loop, 90 % of the offered rate served; empty
-  for ``profile``, which has no SLO), ``Throughput (infer/sec)``, ``p90 Latency (ms)``,
-  ``p95 Latency (ms)``, ``p99 Latency (ms)``, ``Avg Latency (ms)`` (client-side latencies, as
-  Model Analyzer's from perf_analyzer), ``Server Queue time (ms)`` (Triton's mean queue time per
-  request), and ``backend_parameter/KEY`` (one column per backend parameter any row has).
-
-These are tritontune's own: ``Measured`` (``profile``, ``baseline``, ``trial N``, ``playoff
-round R (trial N)``, ``check round R``), ``p50 Latency (ms)``, ``Server Compute time (ms)``
-(Triton's compute input + infer + output per request: Model Analyzer splits it in three),
-``Avg Server Batch`` (the batch Triton executed on average), ``Dynamic Batching``, ``Max Queue
-Delay (us)``, ``Preferred Batch Sizes``, ``Precision``, ``Errors`` (failed requests),
-``Stable`` (the windows settled) and ``Disturbance`` (what else the machine did meanwhile).
-
-A figure a measurement did not keep is empty: a study keeps p50/p95/p99 and the mean of each
-level, not p90 nor Triton's split, and a playoff round no p95.
+made for one reads the other: the columns with Model Analyzer's header mean what its column means,
+and tritontune's own come after them. A figure a measurement did not keep is empty (a study keeps
+p50/p95/p99 and the mean of each level, not p90 nor Triton's split). Every column:
+``docs/reference/csv.md``.
 """
 
 from __future__ import annotations

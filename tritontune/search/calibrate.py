@@ -1,24 +1,14 @@
 """Calibration through the real server: each execution setting's service time per batch size.
 
-For one execution setting (:mod:`tritontune.predict.calibration`) the model is loaded with a batcher
-that takes whatever is queued (dynamic batching, no delay, the space's largest batch size) and
-measured at closed-loop concurrencies 1, then ``k, 4k, 16k, ...`` for ``k`` instances, up to twice
-the largest batch per instance: every instance stays busy, and the batches formed span the sizes the
-space can use. Under an SLO the levels stop rising once the largest batches took the SLO to compute,
-and a level is aimed there: where the batches measured so far put the batch that takes the SLO below
-the next step, the next level is the concurrency that forms it; a level whose largest batches
-are at least as large as one that already took the SLO is not measured. Triton's statistics for
-each level (``batch_stats``) give executions and compute time by batch size; they are pooled over
-the levels.
-The concurrency-1 level has no queue and single-request batches, so its latency minus Triton's queue
-and compute time is the time spent outside the server. The spread of one execution is fitted to
-the p99 of the levels that kept every instance busy, and is never below the concurrency-1 level's
-(:func:`~tritontune.predict.calibration.fit_cv`): with every instance busy the executions compete
-for the cores, and the tail grows with them.
-
-A setting takes a config switch and a handful of short levels (a few seconds on the example, tens
-of seconds on a transformer); the study keeps each as it is done (:meth:`TuningStudy.save_calibration`),
-so an interrupted calibration resumes where it stopped and other workers reuse it.
+For one execution setting (:mod:`tritontune.predict.calibration`) the model is loaded with a
+batcher that takes whatever is queued (no delay, the space's largest batch size) and measured at
+closed-loop concurrencies 1, then ``k, 4k, 16k, ...`` for ``k`` instances: every instance stays
+busy and the batches span the sizes the space can use. Under an SLO the levels stop rising once
+the largest batches took the SLO to compute, and a level is aimed at the batch that does. Triton's
+``batch_stats`` give executions and compute time by batch size, pooled over the levels; the
+concurrency-1 level gives the time outside the server, and the busy levels the spread
+(:func:`~tritontune.predict.calibration.fit_cv`). The study keeps each setting as it is done, so an
+interrupted calibration resumes where it stopped and other workers reuse it.
 """
 
 from __future__ import annotations

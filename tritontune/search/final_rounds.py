@@ -1,22 +1,12 @@
 """Interleaved rounds: a few configs re-measured head to head before a verdict.
 
-A search measures each config once, with short windows, at whatever minute it happens to run:
-its figures are *screening* figures, and the highest of them is biased up (the winner's curse).
-So both searches end by measuring their best few configs and the baseline again, *interleaved*
-(A, B, C, base, A, B, C, base, ...), so a disturbance of the machine hits all of them alike.
-What differs is the figure of merit, which the caller's ``measure`` returns: a
-:class:`~tritontune.study.figures.RoundFigure` at a held load for the playoff
-(:mod:`tritontune.search.playoff`), a capacity for a traffic mix
-(:mod:`tritontune.search.workload_search`).
-
-A round is only as wide as it must be: with ``settled``, the caller names after each round the
-members whose place no further round can change (the workload's final rounds: a finalist far
-behind the leader in every round so far, :func:`tritontune.study.duet.settled`); they sit out the
-rounds that follow, and once every member is settled the rounds stop.
-
-Every measurement runs under the fault policy (:func:`tritontune.serving.faults.with_restarts`):
-a server that dies is restarted and the measurement made again; a config that brings it down
-twice, or that Triton refuses, is left out of the rounds that follow, with the reason.
+A search's figures are *screening* figures (one short measurement each, at whatever minute it
+ran), and the highest of them is biased up (the winner's curse). So both searches end by measuring
+their best few configs and the baseline again, interleaved, so a disturbance of the machine hits
+all of them alike; the caller's ``measure`` gives the figure of merit (a held load for the
+playoff, a capacity for a traffic mix). With ``settled``, members no further round can move sit
+out the rounds that follow (:func:`tritontune.study.duet.settled`). Every measurement runs under
+the fault policy (:func:`tritontune.serving.faults.with_restarts`).
 """
 
 from __future__ import annotations

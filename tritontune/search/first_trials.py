@@ -1,81 +1,20 @@
 """The first trials of a default search: what matters most is measured before any refinement.
 
-With 8-12 trials over ten dimensions, four of them random starts, whether TPE ever measures the
-knob that matters most was luck: on the real MiniLM encoder one seed never tried INT8 in 12
-trials (112 sentences/s) where another found it (205). Two kinds of knob set the scale of a
-config's throughput; the scheduler's knobs refine it:
-
-- **precision**: each precision variant that passed its accuracy gate (1.6-3.4x on CPU models);
-- **how the host's compute is used**: on a CPU, the split of its cores between instances and
-  each instance's intra-op threads (1 x 2 and 2 x 1 on two cores); on a GPU (or a model without
-  thread knobs), the instance count.
-
-So the search's first trials are, with sensible scheduler knobs (dynamic batching on, a 1 ms
-queue delay, batches up to 16, the graph fully optimized):
-
-1. every accepted precision at the balanced compute setting (instances about the square root of
-   the cores, the threads the rest; on a tie, as on 2 cores, the fewer instances: each request
-   runs on more threads, so its latency leaves more room under the SLO, and a precision's speed
-   shows in what it serves. On MiniLM at p99 <= 100 ms, 1 x 2 served 51-92 sentences/s across
-   the four precisions, 2 x 1 with the same knobs 27-82, FP32 and FP16 both at 27-29: on a
-   noisy minute, 2 x 1 put FP16 (38) above INT8 dynamic (32) and the whole search stayed in FP16);
-2. every other compute setting, at the precision that served most in step 1;
-3. the two settings with the most instances again, at the precision that served most in steps
-   1-2, with **small batches**: up to 4, or fewer where the SLO leaves less room
-   (:func:`small_batch`), or none where the space's smallest batches are further from that
-   than one request is (a pipeline's model batches at least as much as its ensemble: 32 on
-   the MiniLM pipeline, where batches of 4 would otherwise be step 2's point again). Which
-   split of the cores wins depends on the batch size the SLO leaves room for: an instance with
-   one thread takes twice as long over a batch as one with two, so under a latency SLO it wins
-   with small batches. On MiniLM (p99 <= 100 ms, 2 cores) the best
-   configs were 2 x 1 with batches of 2-4 on a host with int8 dot products; 1 x 2 with batches
-   of 16-32 reached 88-90 % of them, and TPE, started from 1 x 2 winning at 16, rarely went
-   back. On a host without them (a request took 36 ms on one thread) 2 x 1 with batches of 4
-   missed the SLO at 4 requests in flight (Triton's batcher gave all four to one instance while
-   the other idled: p99 151 ms), and the best configs were 2 x 1 with batches of 2 or none (80
-   sentences/s, 1 x 2's best 71). Then step 2 at each precision whose step-1 figure was within
-   ``SCREENING_NOISE`` (25 %, :mod:`tritontune.measure.measurement`) of the best's: one
-   measurement each on a noisy host is no order between them (a busy minute once put MiniLM's
-   FP16 at 38 above INT8 dynamic at 32), so each gets a second figure, measured at another time,
-   and so does each precision whose step-1 figure was taken while another process held a core
-   (the measurement says it is not clean: :attr:`~tritontune.study.figures.OperatingPoint.disturbed`);
-   where one of them then serves most of all, step 3 again at its precision. These second looks
-   come after step 3 because a short budget has room for only one of them: on the MiniLM text
-   pipeline with 6 trials, the last trial went to INT8 static at 2 x 1 (its step-1 figure 55,
-   INT8 dynamic's 70), which served 30, where 2 x 1 without batching served 73 in the other seeds.
-4. the best config of steps 1-3 at each other **graph optimization level** of onnxruntime. Its
-   effect is a ratio of the config's speed that carries over to the other knobs (it changes
-   the graph each execution runs, not how the cores are shared), so one measurement of each
-   level is enough, and TPE need not find it by chance: on MiniLM without int8 dot products
-   the three searches' winners differed only in it (basic > all > extended, 3-4 % apart in
-   interleaved rounds), each level met by chance. The ratio carries over less well from one
-   split of the cores to another, so the best config splitting them otherwise is measured at
-   each level too when its figure was within ``SCREENING_NOISE`` of the best's: on MiniLM
-   (p99 <= 100 ms, INT8 dynamic) two searches measured the levels at 1 x 2, where they served
-   within 4 % of each other, and ended at 94-95 % of the best known config, 2 x 1 (1-7 % behind
-   on its one figure) at basic, 5-6 % above 2 x 1 at all.
-
-That is P + S - 1 + min(S, 2) + G - 1 trials (9 for MiniLM's four precisions and three graph
-levels on two cores), S - 1 more for each close second precision (and min(S, 2) more where it
-serves most), G - 1 more for a
-close config splitting the cores otherwise in step 4, fewer where a point repeats an earlier one
-(a space without batching). Nor is step 4 decided by one figure each:
-where the best config at another level served within ``SCREENING_NOISE`` of the best, the
-playoff re-measures it beside the top configs (:func:`~tritontune.search.playoff.finalists`).
-With a smaller budget, step 1 comes first: no default search ends without having measured each
-accepted precision. A pipeline's first trials are its bottleneck model's, proposed while the
-search focuses on it (:func:`use_first_trials`).
-
-Then :data:`REFINE_TRIALS` trials refine the best config so far: its precision and compute
-setting kept, TPE chooses the scheduler's knobs (each trial from the best then); a proposal of
-a config known already (the best without the batcher, at another ``max_batch_size``) is told
-its result and is no refining trial, and after 4x as many proposals TPE takes over anyway.
-Left to itself, TPE spent four of the five trials after the first ones on MiniLM far from the
-best (1 x 1 threads, 2 x 2 with two inter-op threads each, INT8 static: 57-75 sentences/s
-against the best's 120). TPE takes over the whole space after them, with every trial as its
-start. The proposals are made from what the study holds (:class:`FirstTrialsSampler`), so a
-resumed search or another worker of a shared study goes on where the study is: a point
-measured, failed or being measured is never proposed again.
+With 8-12 trials over ten dimensions, four of them random starts, whether TPE ever measured the
+knob that matters most was luck (on MiniLM one seed never tried INT8 in 12 trials). Two kinds of
+knob set the scale of a config's throughput, the scheduler's knobs refine it: the **precision**
+(each variant that passed its accuracy gate) and **how the host's compute is used** (on a CPU,
+the split of the cores between instances and intra-op threads; on a GPU, the instance count).
+So the first trials, with sensible scheduler knobs, are: (1) every accepted precision at the
+balanced split, (2) every other split at the best precision, (3) the splits with the most
+instances with small batches (:func:`small_batch`), then a second look at each precision whose
+figure was within ``SCREENING_NOISE`` of the best's or disturbed, and (4) the best config at each
+other graph optimization level. With a smaller budget, step 1 comes first: no default search
+ends without having measured each accepted precision. Then :data:`REFINE_TRIALS` trials refine
+the best config so far (TPE choosing the scheduler's knobs) before TPE takes the whole space.
+The proposals are made from what the study holds (:class:`FirstTrialsSampler`), so a resumed
+search or another worker goes on where the study is. Each step's reasons and measurements:
+``docs/concepts/operating-point.md``.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """The instances of one machine, shared by the models served on it together.
 
 A model searched alone may take as many instances as the machine has CPU cores (at least 2), or
-4 per GPU (:func:`~tritontune.search.space.default_space`). Models served side by side share that
-machine: a point whose instances add up to more has them time-slice the same cores, which measures
-contention, not configs. So the models of a group split one budget, the most one model alone
-could have (:class:`InstanceBudget`); a model served with its own config (not tuned) takes its
-own instances out of it first.
-
-**Clamped, not pruned.** A point over the budget is measured as the nearest point within it: the
-budget split in proportion to the instances the point proposed, at least one each
-(:func:`split_by_demand`), and the trial's config records what was measured. Pruning (failing the
-trial unmeasured) would spend a trial of ``--trials`` on each such point and teach the sampler
-nothing (Optuna's TPE leaves failed trials out of its model), so it would go on proposing them;
-a clamped point keeps what it says (how the models split the machine) and is measured. Each
-model's own range is narrowed first to what fits beside the fewest instances every other model
-may have (one, unless a space file says more: :meth:`InstanceBudget.narrow`), so a point is
-clamped only when the models together ask too much. A model whose instance count the space fixes
-keeps it when a point is clamped (the others share what it leaves), and fixed counts that do not
-fit beside the others are refused before the search (:meth:`InstanceBudget.check_fits`).
-
-Threads are not budgeted: onnxruntime's ``intra_op_thread_count`` stays each model's own knob.
+4 per GPU; models served side by side split that one budget (:class:`InstanceBudget`), since
+instances beyond it time-slice the same cores and measure contention, not configs. A point over
+the budget is **clamped, not pruned**: measured as the nearest point within it
+(:func:`split_by_demand`), because a pruned trial would spend a trial of ``--trials`` and teach
+TPE nothing (it leaves failed trials out of its model), so it would go on proposing them. Each
+model's range is narrowed first to what fits beside the others (:meth:`InstanceBudget.narrow`),
+fixed counts are kept, and fixed counts that cannot fit are refused before the search
+(:meth:`InstanceBudget.check_fits`). Threads are not budgeted. See ``docs/concepts/workloads.md``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The one search loop: ask, dedupe, heartbeat, evaluate, tell (Optuna's ``_optimize.py`` shape).
 
 Every kind of search runs this loop with its own :class:`~tritontune.search.objective.Objective`,
-so every kind gets every guarantee:
-
-- **budget**: ``--trials`` (the study's counted trials, every worker's), ``--timeout``, an
-  exhausted space, or a sampler that keeps proposing known configs (:class:`Budget`);
-- **dedupe**: a re-proposed config (or one that differs only in knobs that change nothing, see
-  :func:`~tritontune.search.space.effective_point`) is told its earlier result again, not
-  measured; a config another worker is measuring is left to it; a trial started after other
-  workers filled the budget is not measured;
-- **workers**: each running trial names its worker and sends heartbeats; trials whose worker is
-  gone are failed and their configs queued again; a worker with nothing left to start waits for
-  the others' running trials;
-- **faults**: each evaluation runs under :func:`tritontune.serving.faults.with_restarts`: a
-  server that dies is restarted and the config measured again; only a second death, or Triton
-  refusing the config, fails the trial (with the reason), and the search goes on;
-- **Ctrl-C**: the trial in flight is marked interrupted and its point queued again, so running the
-  same command resumes with no finished trial lost or repeated.
+so every kind gets every guarantee: the budget (:class:`Budget`: trials of every worker,
+``--timeout``, an exhausted space); dedupe (a config measured, or being measured by another
+worker, is never measured again: :func:`~tritontune.search.space.effective_point`); workers'
+heartbeats, and lost trials queued again; faults (:func:`tritontune.serving.faults.with_restarts`:
+a dead server restarted and the config measured again); and Ctrl-C (the trial in flight queued
+again, so the same command resumes). See ``docs/architecture.md``.
 """
 
 from __future__ import annotations

@@ -1,39 +1,16 @@
 """A pipeline's search space: every composing model's own space, searched together.
 
-An ensemble has no knobs of its own; tuning it means tuning its composing models for the
-ensemble's end-to-end figure. So the space of a pipeline is each composing model's space (the
-same :func:`~tritontune.search.space.default_space` a model searched alone would get), side by
-side: a point's names are ``MODEL/KNOB`` (``tokenizer/max_batch_size``), the sampler sees one
-joint space, and :meth:`PipelineSpace.to_variant` gives a
-:class:`~tritontune.config.pipeline.PipelineVariant` (a variant per model).
-
-**A space file, model by model.** A pipeline's space file (``--space``, or ``space:`` in a config
-file), like that of several models on one server (:func:`group_space`), is keyed by model, each
-value the mapping a model's own space file holds; a model it does not name keeps its default
-(:func:`apply_model_spaces`). So one model's instances may be fixed while another's are searched:
-
-.. code-block:: yaml
-
-    minilm:
-      instance_count: 1          # fixed
-      max_batch_size: [32, 64]   # at or above the entry's (32 here)
-    tokenizer:
-      dynamic_batching: false
-
-The defaults' rules hold for the file too (:func:`apply_pipeline_space`: batch sizes at or above
-the entry's; :func:`apply_group_space`: fixed instance counts within the machine's budget).
-
-**Bottleneck first.** Most of a pipeline's time is spent in one step (a transformer behind a
-tokenizer, a CNN behind an image decoder). A joint space of a dozen dimensions or more spreads a
-budget of tens of trials over knobs that cannot move the end-to-end figure: a faster tokenizer
-does not help while requests queue for the encoder. So the search starts *focused*: while the
-study has fewer than ``focus_trials`` trials, only the bottleneck's knobs are proposed (the
-others keep their own config, but for what a space file fixes); after that, every step's knobs
-are. The bottleneck is the step whose queue plus compute time per request was the largest in the
-baseline's measurement (:func:`tritontune.study.figures.bottleneck`), so the figure that picks it
-is Triton's own statistics for each composing model, not a guess from the model files. Searching the rest
-jointly afterwards still lets a cheap step's batching follow the bottleneck's (a tokenizer
-batching as much as the encoder does), which the focus alone would miss.
+An ensemble has no knobs of its own, so a pipeline's space is each composing model's default
+space side by side: a point's names are ``MODEL/KNOB``, the sampler sees one joint space, and
+:meth:`PipelineSpace.to_variant` gives a :class:`~tritontune.config.pipeline.PipelineVariant`. A
+space file is keyed by model, each value what a model's own space file holds
+(:func:`apply_model_spaces`; the same for several models on one server, :func:`group_space`).
+The search starts *focused* on the bottleneck, the step whose queue plus compute time per request
+was the largest in the baseline by Triton's own statistics
+(:func:`tritontune.study.figures.bottleneck`): a faster tokenizer does not help while requests
+queue for the encoder, so for ``focus_trials`` trials only its knobs are proposed; then every
+step's are, so a cheap step's batching can follow the bottleneck's. See
+``docs/concepts/pipelines.md``.
 """
 
 from __future__ import annotations

@@ -1,43 +1,14 @@
 """The playoff: the search's top configs and the baseline, re-measured head to head.
 
-The top candidates (default 3) and the baseline are measured again in interleaved rounds
-(:mod:`tritontune.search.final_rounds`), each at its own operating load; the figures are kept as
-:class:`~tritontune.study.figures.PlayoffResult`.
-
-The top candidates are not simply the highest screening figures (:func:`finalists`). Trials
-within ``SCREENING_NOISE`` (25 %) of the best one's figure are in no order that one figure each
-can tell, so the best of them that uses the compute another way (another precision, split of the
-cores into instances and threads) takes a place before the next by figure, and the best config
-at another graph level comes on top when it is that close. On MiniLM, two searches filled their
-top 3 with 1 x 2 configs (one of them: one config at three graph levels) and left out 2 x 1
-without batching, measured 1-7 % below them, which served 6-21 % more than their winners in
-interleaved rounds; and graph basic served 52 and all 68 in their trials, 76 and 65 in
-interleaved rounds.
-
-- A contender *held* at its load when the median of its rounds' p99 is at least
-  :data:`HOLD_MARGIN` under the SLO and more than half of its rounds met the SLO outright. One that
-  didn't is tried again a step lower (x :data:`STEP_DOWN`) in the next stage, interleaved with the
-  other re-tried ones and the baseline; after :data:`MAX_STAGES` stages it never held.
-- Figures are medians over the rounds with their min-max interval; the gain over the baseline is
-  the median (and min-max) of the per-round ratios, each ratio taken within one round. The
-  baseline is measured in every stage (the reference of that stage's ratios) and keeps every
-  stage's rounds, each numbered, so each gain pairs rounds the result holds.
-- The held contenders are compared in *duets* (:mod:`tritontune.study.duet`): the *leader* (the
-  highest median throughput) and each other held contender by their paired per-round ratios,
-  each ratio taken within one round, with its median and interval (min-max with up to 5 rounds).
-  Their order is *within margin* when the whole interval is within ±3 %
-  (:data:`~tritontune.study.duet.TIE_MARGIN`), *ahead* or *behind* when it is all on one side of
-  1, else *uncertain*.
-- While the leader's order against some contenders is uncertain, the leader and just those are
-  measured in more interleaved rounds (one at a time, at their held loads, without the
-  baseline), at most :data:`MAX_EXTRA_ROUNDS` (:attr:`PlayoffSettings.extra_rounds`); the
-  medians and duets then count every round. The extra rounds refine the order, not the hold,
-  which the stage's rounds decided.
-- Contenders within margin of the leader are *tied* with it, and a tie goes to the simplest,
-  cheapest config (fewer instances, then smaller batches, then a shorter queue delay). Against
-  any other contender the higher median wins, also when the order is still uncertain after the
-  extra rounds, and the result says so (:attr:`PlayoffResult.uncertain`, and a note).
-- A contender that never held is never the winner; when none held, there is no winner.
+The top candidates (:func:`finalists`: not simply the highest screening figures, since trials
+within ``SCREENING_NOISE`` of the best are in no order one figure each can tell) and the baseline
+are measured again in interleaved rounds (:mod:`tritontune.search.final_rounds`), each at its own
+operating load. A contender that did not *hold* its load (:data:`HOLD_MARGIN`) is tried a step
+lower (x :data:`STEP_DOWN`) in the next stage, up to :data:`MAX_STAGES`; the baseline is measured
+in every stage and keeps each stage's rounds, so each stated gain pairs rounds the result holds.
+The held contenders are compared in duets (:mod:`tritontune.study.duet`), with up to
+:data:`MAX_EXTRA_ROUNDS` more rounds while the leader's order is uncertain; a tie goes to the
+simplest config. The rules and their reasons: ``docs/concepts/playoff.md``.
 """
 
 from __future__ import annotations

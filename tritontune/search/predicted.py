@@ -2,28 +2,16 @@
 
 TPE treats the server as a black box: every config it learns from costs a ramp of real
 measurements. This strategy measures what the scheduler cannot change instead (each execution
-setting's service time per batch size: :mod:`tritontune.search.calibrate`), predicts every
-config of the space with the batcher simulator (:mod:`tritontune.predict.batcher`: its operating
-point under the SLO), and proposes configs to the one search loop in the order of the
-prediction. Each proposal is measured exactly as a TPE trial is; the measurement, never the
-prediction, is the trial's figure, and the playoff, the verdict and export are the same.
-
-Measurements correct the model: a config's measured throughput over its predicted one is that
-execution setting's *correction*; settings not measured yet take the median correction of those
-sharing their instances and threads, else of every measured one. The ranking is redone with the
-corrections before every proposal. Proposals alternate between the best corrected prediction
-(exploit) and the best config, anywhere in the space, of the settings that would teach most
-(explore: a split of the cores between instances and threads never measured, else a precision
-never measured; :meth:`~tritontune.predict.ranking.Corrections.novelty`), so a wrong model of one
-setting cannot hide a better one. An exploiting proposal takes a setting never measured over
-another config of a measured one when its prediction is within its band of that config's (the
-model tells a setting's configs apart by less than a measurement does); and a setting
-whose measurement missed its prediction by more than the band it was proposed with is not
-proposed again until another setting has been measured (:func:`missed_setting`). Once the
-ranking is used up, the base sampler (TPE) goes on.
-
-The ranking itself (pruning, corrections) is :mod:`tritontune.predict.ranking`; the space's
-points it ranks (a grid) are :mod:`tritontune.search.grid`'s.
+setting's service time per batch size: :mod:`tritontune.search.calibrate`), predicts every config
+of the space with the batcher simulator (:mod:`tritontune.predict.batcher`), and proposes configs
+to the one search loop in the order of the prediction; the measurement, never the prediction, is
+the trial's figure. Each measurement corrects the settings sharing its instances and threads, and
+the ranking (:mod:`tritontune.predict.ranking`) is redone before every proposal. Proposals
+alternate between the best corrected prediction (exploit) and the best config of the setting that
+would teach most (explore: :meth:`~tritontune.predict.ranking.Corrections.novelty`); a setting
+missed by more than its band is not proposed again until another was measured
+(:func:`missed_setting`). Once the ranking is used up, TPE goes on. See
+``docs/concepts/prediction.md``.
 """
 
 from __future__ import annotations

@@ -1,39 +1,18 @@
 """Ramp, then bisect: the highest load that still passes, in few measurements.
 
 Both searches over loads are this one walk with their own rules plugged in: a config's operating
-point under a p99 SLO (:mod:`tritontune.search.operating_point`, load = concurrency or request
-rate) and its capacity for a traffic mix (:mod:`tritontune.search.traffic_capacity`, load = the
-total request rate). The walk:
-
-1. measure ``start``;
-2. when it passed, ramp up geometrically (the step is the caller's, e.g. larger while far from
-   the SLO) until a load fails or the caller says more load only queues (``saturated``);
-   when it failed, step down instead (halving: :data:`DOWN_STEP`) until a load passes or the floor
-   ``min_load`` failed too (concurrency 1; a rate :data:`MIN_LOAD_FRACTION` of ``start`` unless the
-   caller says): only then is there nothing to find (:attr:`Ramp.stepped_down` says it stepped);
-3. bisect geometrically between the highest load that passed and the lowest that failed, until
-   the gap is ``precision`` of the passing load or ``max_bisections`` steps were taken, or the
-   failing load is at or below ``coarse_below``: a caller that only ranks loads above it (the
-   workload search's finalists) needs no finer answer under it.
-
-A start set too high for a slow model so costs a few levels, not the whole answer: a walk that
-started above what the config serves finds it below, within the same precision.
-
-A level the load generator limited (``limited``: :mod:`tritontune.measure.client_cost`) bounds the
-walk like a failing one, since more load would measure the client, but its figure is never taken
-as the config's: the answer is the best level measured cleanly, and :attr:`Ramp.limited_at` says
-where the client stopped the walk.
-
-A failing level counts as failed only if it fails ``confirm`` more tries: on a shared machine one
-busy second puts a p99 over its bound, and the answer must not be set by it. The first load is
-tried again at once, since it sets the walk's direction (a busy second there would send it down);
-of the others, only the failing load that bounds the answer is, once the walk has ended: the
-lowest that failed above the highest that passed. When a try passes, the walk goes on from it
-(bisecting up to the next load that failed, or ramping on) and ends with the same question. Every
-failing level used to be tried again as it was measured, though the bound is only ever the
-lowest: on MiniLM's mix four of a trial's ten levels were such tries (issue 41). A level the
-caller says missed beyond doubt (``decided``) is not measured again. ``measure`` is a function,
-so both searches are tested on a modelled server.
+point under a p99 SLO (:mod:`tritontune.search.operating_point`) and a traffic mix's capacity
+(:mod:`tritontune.search.traffic_capacity`). It measures ``start``; ramps up geometrically while
+levels pass (until one fails or the caller says more load only queues), or steps down
+(:data:`DOWN_STEP`) while they fail, to ``min_load``; then bisects between the highest load that
+passed and the lowest that failed, to ``precision`` or ``max_bisections``, or not below
+``coarse_below``. A level the load generator limited bounds the walk like a failing one but its
+figure is never the config's (:attr:`Ramp.limited_at`). A failing level counts as failed only if
+it fails ``confirm`` more tries (one busy second puts a p99 over its bound): the first load at
+once, since it sets the direction, and of the others only the one that bounds the answer, once
+the walk has ended (trying every miss as it came cost four of a MiniLM trial's ten levels); a
+level the caller says missed beyond doubt (``decided``) is not tried again. ``measure`` is a
+function, so both searches are tested on a modelled server.
 """
 
 from __future__ import annotations

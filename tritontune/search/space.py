@@ -2,24 +2,10 @@
 :class:`~tritontune.config.variant.Variant`.
 
 Defaults come from the model and the server (:func:`default_space`); a YAML file can fix, narrow or
-widen any dimension (:func:`apply_space`; the same mapping may sit under ``space:`` in a
-config file):
-
-.. code-block:: yaml
-
-    max_batch_size: [8, 16, 32, 64]        # a list: choose among these
-    dynamic_batching: [true, false]
-    max_queue_delay: {min: 100us, max: 10ms}  # a range (log scale for delays)
-    instance_count: {min: 1, max: 2}
-    intra_op_thread_count: 1                # a single value: fixed
-    preferred_batch_size: [none, max]      # "max" = prefer batches of max_batch_size
-
-A pipeline's space file, or that of several models on one server, is keyed by model, each value
-this mapping (:func:`tritontune.search.pipeline_space.apply_model_spaces`).
-
-Every point the space can produce is a valid config for the model (batching knobs only when
-batching is on, preferred sizes derived from ``max_batch_size``), so nothing invalid is sent to
-Triton; :meth:`TuningSession.build_config` still validates each one.
+widen any dimension (:func:`apply_space`; its format: ``docs/reference/space.md``). Every point the
+space can produce is a valid config for the model (batching knobs only when batching is on,
+preferred sizes derived from ``max_batch_size``), so nothing invalid is sent to Triton;
+:meth:`TuningSession.build_config` still validates each one.
 """
 
 from __future__ import annotations

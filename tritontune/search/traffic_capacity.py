@@ -1,24 +1,14 @@
 """A config's capacity for a mixed workload: the most work it serves with every class meeting its
 objective.
 
-The workload's mix is scaled up as a whole (each class keeps its share), doubling the total rate
-(by x1.25 near a capacity the caller expects: ``near``)
-while every class still meets its objective, then bisecting (geometrically) between the last rate
-that did and the first that didn't. A first rate that misses is halved instead, down to a floor
-(``min_rate``: by default 1/64 of the start), and the gap between the highest rate that passed and
-the lowest that missed is bisected the same way: a start above what a slow model serves costs a few
-levels, not the capacity (only a config that misses even at the floor scores 0, and
-:attr:`TrafficCapacity.stepped_down` says the ramp went down). Each rate is measured once with
-:func:`tritontune.measure.mixed.measure_traffic`; ``measure`` is a function, so the search is tested
-on a modelled server.
-
-The figure is the work **served**: inferences per second, every class together, at the level with
-the most of it among those where every class met its objective (issue 24: the offered rate
-rewarded shedding, since a class that may be shed meets its objective at any rejection rate). So
-the ramp also stops once a passing level served less than :data:`SATURATION_GAIN` more than the
-best before it, as the single-class operating point does: past the knee more offered load is only
-rejected, and the served figure is known within that gain. A class's ``min_served`` floor makes a
-level that sheds too much of it a failing one, which the bisection then closes in on.
+The mix is scaled as a whole (each class keeps its share) along the ramp of
+:mod:`tritontune.search.ramp`: doubling the total rate (x1.25 near a capacity the caller expects)
+while every class meets its objective, halving from a first rate that misses (to ``min_rate``),
+then bisecting. The figure is the work **served**, every class together, at the best passing
+level: the offered rate rewarded shedding, since a class that may be shed meets its objective at
+any rejection rate. So the ramp also stops once a passing level served less than
+:data:`SATURATION_GAIN` more than the best before it. ``measure`` is a function, so the search is
+tested on a modelled server. See ``docs/concepts/workloads.md``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """``search --workload``: the config with the highest capacity for a traffic mix.
 
-The workload search is the study driver (:mod:`tritontune.search.driver`: precision variants,
-first trials, the one loop, claimed final rounds) with a traffic mix's objective and final
-rounds:
-
-- :mod:`tritontune.search.traffic_objective`: a trial's value is the work it served at its
-  capacity for the mix; the space grows by the scheduler's knobs: whether the classes' priority
-  levels are used (``priorities``), admission control (the lowest level's ``max_queue_size``,
-  ``admission``) and, on a server tritontune launched, the serving layout (``layout``);
-- :mod:`tritontune.search.endpoint_layout`: one shared model, or one endpoint per class split
-  from the point's config, each endpoint with its own batch size and instance count searched too;
-- :mod:`tritontune.search.traffic_finals`: the top configs, the best shared one as endpoints,
-  and the baseline, re-measured in interleaved rounds.
-
-Batch sizes smaller than a class's requests are left out of the space (:func:`workload_space`:
-those requests could not be served). So it has every guarantee of the single-class search:
-budget and ``--timeout``, heartbeats and lost-trial recovery for shared studies, a dead server
-restarted and the config measured again, Ctrl-C resumable, final rounds run once per study.
+The study driver (:mod:`tritontune.search.driver`) with a traffic mix's objective
+(:mod:`tritontune.search.traffic_objective`: the work served at capacity; the space grows by the
+priority levels, admission control and the serving layout, :mod:`tritontune.search.endpoint_layout`)
+and final rounds (:mod:`tritontune.search.traffic_finals`), so it has every guarantee of the
+single-class search. Batch sizes smaller than a class's requests are left out of the space
+(:func:`workload_space`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+from google.protobuf.json_format import MessageToDict
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
@@ -100,25 +101,9 @@ def _merge_batches(batches: dict[int, list[int]]) -> tuple[BatchCompute, ...]:
 
 
 def snapshot_from_statistics(response: Any) -> ModelStatsSnapshot:
-    """Sum a ``ModelStatisticsResponse`` (all versions of the model) into one snapshot."""
-    totals = dict.fromkeys(_STAT_FIELDS, 0)
-    batches: dict[int, list[int]] = {}
-    for stats in response.model_stats:
-        for batch in stats.batch_stats:
-            entry = batches.setdefault(int(batch.batch_size), [0, 0])
-            entry[0] += batch.compute_infer.count
-            entry[1] += batch.compute_input.ns + batch.compute_infer.ns + batch.compute_output.ns
-        inf = stats.inference_stats
-        totals["success_count"] += inf.success.count
-        totals["fail_count"] += inf.fail.count
-        totals["inference_count"] += stats.inference_count
-        totals["execution_count"] += stats.execution_count
-        totals["queue_ns"] += inf.queue.ns
-        totals["compute_input_ns"] += inf.compute_input.ns
-        totals["compute_infer_ns"] += inf.compute_infer.ns
-        totals["compute_output_ns"] += inf.compute_output.ns
-        totals["cache_hit_count"] += inf.cache_hit.count
-    return ModelStatsSnapshot(**totals, batches=_merge_batches(batches))
+    """Sum a gRPC ``ModelStatisticsResponse`` (all versions of the model) into one snapshot,
+    through its JSON form, which is the HTTP API's."""
+    return snapshot_from_json(MessageToDict(response, preserving_proto_field_name=True))
 
 
 def snapshot_from_json(response: dict[str, Any]) -> ModelStatsSnapshot:

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import psutil
+
 from tritontune.errors import ServerDiedError, ServerError
 from tritontune.server.launcher import (
     ServerInfo,
@@ -35,7 +37,7 @@ from tritontune.server.launcher import (
     telling_line,
 )
 from tritontune.server.ports import free_ports
-from tritontune.server.reaper import pid_alive, start_reaper, stop_reaper
+from tritontune.server.reaper import start_reaper, stop_reaper
 
 #: Triton 2.51.0, the version tritontune's client and tests are built against.
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
@@ -92,7 +94,7 @@ def remove_stale_containers(client: Any) -> list[str]:
         if labels.get(HOST_LABEL) != socket.gethostname():
             continue
         pid = labels.get(PID_LABEL, "")
-        if pid.isdigit() and pid_alive(int(pid)):
+        if pid.isdigit() and psutil.pid_exists(int(pid)):
             continue
         with contextlib.suppress(Exception):
             container.remove(force=True)

@@ -22,19 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 POLL_S = 0.5
 SHM_DIR = Path("/dev/shm")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove_shm_regions(prefix: str) -> None:
@@ -70,7 +61,7 @@ def reap_container(container_id: str, parent: int) -> int:
     import docker
 
     client = docker.from_env(timeout=30)
-    while pid_alive(parent):
+    while psutil.pid_exists(parent):
         time.sleep(POLL_S)
         try:
             client.containers.get(container_id)
@@ -84,7 +75,7 @@ def reap_container(container_id: str, parent: int) -> int:
 
 
 def reap_group(pgid: int, parent: int, shm_prefix: str = "") -> int:
-    while pid_alive(parent):
+    while psutil.pid_exists(parent):
         time.sleep(POLL_S)
         try:
             os.killpg(pgid, 0)

@@ -1,22 +1,13 @@
 """What a session serves: one model, a pipeline, or a group of models.
 
-One :class:`~tritontune.serving.session.TuningSession` measures all three; what differs between
-them is data, kept here, not a subclass of the session:
-
-- which models the server gets, in the order their configs load (a pipeline's composing models
-  before the entry Triton checks against them);
-- which models a variant's configs are for, and where a single class of load goes (the entry:
-  the one model, the pipeline's entry model; a group has none: each class names its model);
-- what the kind cannot do, declared before anything is launched (its ``LACKS``:
-  :class:`Capability`).
-
-Why a group is not a third kind of :class:`~tritontune.config.pipeline.Pipeline`: a pipeline is an
-*entry* model every request goes through (its figures are end to end, with one request shape),
-and its loads are ordered. A group has no entry: each class calls its own model with its own
-requests, and no model depends on another. The two share the
-:class:`~tritontune.config.pipeline.PipelineVariant` (one variant per model, so the search loop,
-the final rounds and the study keep a group's configs as they keep a pipeline's) and the models
-whose statistics every measurement reads (:attr:`Served.step_models`).
+One :class:`~tritontune.serving.session.TuningSession` measures all three; what differs is data,
+kept here, not a subclass of the session: which models the server gets, in load order; which
+models a variant's configs are for and where a single class of load goes; and what the kind
+cannot do, declared before anything is launched (``LACKS``: :class:`Capability`). A group is not
+a kind of :class:`~tritontune.config.pipeline.Pipeline`: a pipeline has an *entry* every request
+goes through, a group none (each class calls its own model). They share the
+:class:`~tritontune.config.pipeline.PipelineVariant` and the models whose statistics every
+measurement reads (:attr:`Served.step_models`).
 """
 
 from __future__ import annotations

@@ -1,39 +1,15 @@
 """Duets: two configs measured in the same interleaved rounds, compared round by round.
 
-Both verdicts (the playoff, :mod:`tritontune.search.playoff`, and the workload search's final
-rounds, :mod:`tritontune.search.workload_search`) measure their configs interleaved
-(A, B, base, A, B, base, ...), so a slow minute hits every config of a round alike. Two configs
-are therefore compared by their **paired ratios**: A's figure over B's *within each round*. The
-machine's drift between rounds cancels out of a ratio; it does not cancel out of two separate
-min-max ranges, which is why overlapping ranges said so little (95 seq/s [93-97] "tied" with
-104 [97-112], though the larger was ahead in every round).
-
-The statistics, kept simple on purpose (a playoff has 3 to 6 rounds):
-
-- the **median** of the ratios;
-- an **interval**: the sign test's interval for the median ratio, the k-th lowest to the k-th
-  highest ratio, with k as large as keeps its coverage at least :data:`COVERAGE`. The chance that
-  all n ratios fall on one side of the true median is 2 x 0.5^n, so with 3 to 5 rounds k is 1
-  (the min-max: 75 % coverage at 3 rounds, 94 % at 5) and with 6 rounds the lowest and highest
-  ratios are dropped (78 %). It assumes nothing of the noise's shape, which a handful of
-  rounds could not tell; a bootstrap or a t-interval from 3 rounds would pretend to more;
-- a **decision** (:class:`Order`), with :data:`TIE_MARGIN` the practical tie:
-
-  - *within margin*: the whole interval lies within ±3 % (1/1.03 to 1.03, so it reads the same
-    whichever config is on top): the two are as good as equal;
-  - *ahead* / *behind*: the whole interval is above (below) 1, and not within margin;
-  - *uncertain*: the interval holds 1 and reaches past the margin: more rounds could tell.
-    So is every interval of fewer than 3 ratios, whatever it holds: the min-max of 1 or 2
-    ratios covers the median ratio 0 % or 50 % of the time, short of :data:`COVERAGE`. A
-    playoff's contenders held at different stages share only its extra rounds, and one extra
-    round declared two MiniLM configs tied (x0.99, the simpler one then won by the tie-break)
-    though the one it made lose served 72-74 to the other's 55-66 in their own three rounds.
-
-:func:`decide` is the one rule both verdicts use: the **leader** is the config with the highest
-median; a config whose duet with the leader is *within margin* is tied with it, and among the
-tied the simplest wins (the caller's ``simplicity``, smallest first); against any other config,
-uncertain or not, the leader stays ahead: simplicity never buys a config throughput it may not
-have.
+Both verdicts (the playoff and the final rounds of a workload search) measure their configs
+interleaved, so a slow minute hits every config of a round alike. Two configs are therefore
+compared by their **paired ratios**, A's figure over B's within each round: the machine's drift
+cancels out of a ratio, not out of two separate min-max ranges. The ratios' median, the sign
+test's interval for it (it assumes nothing of the noise's shape, which 3-6 rounds could not
+tell; :data:`COVERAGE`) and a decision (:class:`Order`, with :data:`TIE_MARGIN` the practical
+tie; fewer than 3 ratios are always *uncertain*). :func:`decide` is the one rule both verdicts
+use: the leader has the highest median, the configs within margin of it are tied with it and the
+simplest of them wins; simplicity never buys a config throughput it may not have. The reasons,
+with the rounds that taught them: ``docs/concepts/playoff.md``.
 """
 
 from __future__ import annotations
