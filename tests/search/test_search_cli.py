@@ -258,7 +258,6 @@ def test_study_of_another_slo_is_refused(example_repository: Path, tmp_path: Pat
     assert "was created for model 'mlp', p99 SLO 20ms" in result.output
 
 
-@pytest.mark.functional
 @pytest.mark.integration
 def test_ctrl_c_then_the_same_command_resumes(
     example_repository: Path, tmp_path: Path, own_servers: Path
