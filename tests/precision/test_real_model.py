@@ -93,7 +93,7 @@ def test_per_channel_int8_passes_the_gate_and_per_tensor_fails(real_model: RealM
 
 def test_static_int8_keeps_the_gelu_fed_matmul_in_float(real_model: RealModel, source, cache):
     """Every MatMul in INT8 breaks this encoder (its GELU outputs are heavy-tailed); the second
-    candidate keeps those MatMuls in float and passes."""
+    graph keeps those MatMuls in float and passes, before any 7-bit-weight candidate is built."""
     checks = prepare_precisions(
         source.model_file, source.base_config, ["int8_static"], input_data=real_model.inputs,
         accuracy=AccuracySettings(calibrations=(Calibration.MINMAX,)), cache=cache,

@@ -71,21 +71,32 @@ def test_only_the_matmul_fed_by_gelu_is_kept_in_float():
 
 def test_candidates_most_quantized_first_calibration_within_a_graph():
     static = candidates(Precision.INT8_STATIC, ModelFamily.TRANSFORMER)
-    assert [(r.keep_float, r.calibration) for r in static] == [
-        ((), Calibration.MINMAX),
-        ((), Calibration.PERCENTILE),
-        ((), Calibration.ENTROPY),
-        ((KeepFloat.GELU_FED_MATMUL,), Calibration.MINMAX),
-        ((KeepFloat.GELU_FED_MATMUL,), Calibration.PERCENTILE),
-        ((KeepFloat.GELU_FED_MATMUL,), Calibration.ENTROPY),
+    assert [(r.keep_float, r.calibration, r.reduce_range) for r in static] == [
+        ((), Calibration.MINMAX, False),
+        ((), Calibration.PERCENTILE, False),
+        ((), Calibration.ENTROPY, False),
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.MINMAX, False),
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.PERCENTILE, False),
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.ENTROPY, False),
+        ((), Calibration.MINMAX, True),  # 7-bit weights last, with the first method only
+        ((KeepFloat.GELU_FED_MATMUL,), Calibration.MINMAX, True),
     ]
     assert all(r.per_channel and r.weights_only_matmul for r in static)
     assert static[0].op_types == ("MatMul", "Gemm", "Attention")
     dynamic = candidates(Precision.INT8_DYNAMIC, ModelFamily.TRANSFORMER)
-    assert [r.keep_float for r in dynamic] == [(), (KeepFloat.GELU_FED_MATMUL,)]
+    assert [(r.keep_float, r.reduce_range) for r in dynamic] == [
+        ((), False),
+        ((KeepFloat.GELU_FED_MATMUL,), False),
+        ((), True),
+        ((KeepFloat.GELU_FED_MATMUL,), True),
+    ]
     assert all(r.calibration is None for r in dynamic)
     assert candidates(Precision.INT8_DYNAMIC, ModelFamily.CNN)[0].op_types == ("Conv", "MatMul", "Gemm")
-    assert len(candidates(Precision.INT8_STATIC, ModelFamily.OTHER, (Calibration.ENTROPY,))) == 1
+    entropy = candidates(Precision.INT8_STATIC, ModelFamily.OTHER, (Calibration.ENTROPY,))
+    assert [(r.calibration, r.reduce_range) for r in entropy] == [
+        (Calibration.ENTROPY, False),
+        (Calibration.ENTROPY, True),
+    ]
     assert len(candidates(Precision.FP16, ModelFamily.TRANSFORMER)) == 1
 
 
@@ -96,6 +107,19 @@ def test_a_recipe_round_trips_and_says_what_it_is():
         "int8_static: per-channel MatMul/Gemm/Attention, gelu-fed-matmul in float, minmax calibration"
     )
     assert Recipe(Precision.FP16_IO).label() == "fp16_io: FP16 weights and compute, FP16 inputs/outputs"
+
+
+def test_7_bit_weights_are_said_and_kept_and_an_older_recipe_reads_unchanged():
+    seven = candidates(Precision.INT8_STATIC, ModelFamily.CNN)[-1]
+    assert seven.reduce_range
+    assert seven.label() == (
+        "int8_static: per-channel Conv/MatMul/Gemm, 7-bit weights, minmax calibration"
+    )
+    assert Recipe.from_dict(seven.to_dict()) == seven
+    # Written only when set: an 8-bit recipe's dict (a cache key, a study's record) is as before.
+    eight = candidates(Precision.INT8_STATIC, ModelFamily.CNN)[0]
+    assert "reduce_range" not in eight.to_dict()
+    assert Recipe.from_dict(eight.to_dict()) == eight and not eight.reduce_range
 
 
 def test_calibration_choice():

@@ -256,6 +256,7 @@ def _convert(model: Path, out: Path, recipe: Recipe, calibration: Sequence[Batch
     keep = keep_float_nodes(onnx.load(str(source), load_external_data=False), recipe.keep_float)
     common = {
         "per_channel": recipe.per_channel,
+        "reduce_range": recipe.reduce_range,
         "weight_type": QuantType.QInt8,
         "op_types_to_quantize": list(recipe.op_types) or None,
         "nodes_to_exclude": keep or None,

@@ -49,7 +49,7 @@ from tritontune.precision.recipe import Calibration, Precision, Recipe, candidat
 
 #: Fewest samples of a data file that can be split into calibration and evaluation halves.
 MIN_SPLIT_SAMPLES = 4
-#: Samples run together when calibrating or judging (faster than one by one; same figures).
+#: Most samples run together when calibrating or judging (faster than one by one; same figures).
 _BATCH = 16
 
 
@@ -145,12 +145,16 @@ def _wire_datatype(data_type: int) -> str:
 
 
 def _batched(samples: Sequence[dict], batching: bool) -> list[dict]:
-    """Samples of one row each, concatenated into batches of up to ``_BATCH`` rows."""
+    """Samples of one row each, concatenated into batches of one size: the largest that divides
+    their count, up to ``_BATCH`` rows. One size, because onnxruntime's histogram calibrators
+    (percentile, entropy) fail on batches of different shapes (onnxruntime issue 18792: 26 VGG16
+    images as 16 + 10 did)."""
     if not batching:
         return list(samples)
+    size = max(n for n in range(1, min(_BATCH, max(len(samples), 1)) + 1) if len(samples) % n == 0)
     return [
-        {name: np.concatenate([s[name] for s in samples[i : i + _BATCH]]) for name in samples[0]}
-        for i in range(0, len(samples), _BATCH)
+        {name: np.concatenate([s[name] for s in samples[i : i + size]]) for name in samples[0]}
+        for i in range(0, len(samples), size)
     ]
 
 

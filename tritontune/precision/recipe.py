@@ -59,6 +59,9 @@ class Recipe:
     keep_float: tuple[KeepFloat, ...] = ()
     calibration: Calibration | None = None
     """Static INT8 only."""
+    reduce_range: bool = False
+    """INT8 weights in 7 bits: a CPU without VNNI (AVX2, AVX-512 before VNNI) multiplies 8-bit
+    activations by 8-bit weights into 16-bit sums that saturate; 7-bit weights leave them room."""
 
     def label(self) -> str:
         """``int8_static: per-channel MatMul/Gemm, gelu-fed-matmul in float, minmax calibration``."""
@@ -72,6 +75,8 @@ class Recipe:
             + ("/".join(self.op_types) if self.op_types else "default ops")
         ]
         parts += [f"{rule} in float" for rule in self.keep_float]
+        if self.reduce_range:
+            parts.append("7-bit weights")
         if self.calibration is not None:
             parts.append(f"{self.calibration} calibration")
         return f"{self.precision}: " + ", ".join(parts)
@@ -84,7 +89,7 @@ class Recipe:
             "weights_only_matmul": self.weights_only_matmul,
             "keep_float": [str(k) for k in self.keep_float],
             "calibration": str(self.calibration) if self.calibration else None,
-        }
+        } | ({"reduce_range": True} if self.reduce_range else {})  # an older recipe's dict unchanged
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Recipe:
@@ -95,6 +100,7 @@ class Recipe:
             weights_only_matmul=bool(data.get("weights_only_matmul", True)),
             keep_float=tuple(KeepFloat(k) for k in data.get("keep_float", ())),
             calibration=Calibration(data["calibration"]) if data.get("calibration") else None,
+            reduce_range=bool(data.get("reduce_range", False)),
         )
 
 
@@ -142,7 +148,10 @@ def candidates(
 
     Most quantized first (the fastest, if it is accurate enough); a calibration method only changes
     the scales, not the graph or its speed, so for static INT8 the methods of one graph come before
-    the next graph.
+    the next graph. Last, each graph once more with 7-bit weights (static INT8: the first method
+    only, since the saturation they avoid is the weights', whatever the activations' scales): what
+    passes on a CPU without VNNI where 8-bit weights saturate; on one with VNNI an earlier
+    candidate passes and they are never built.
     """
     if precision == Precision.FP32:
         return [Recipe(precision)]
@@ -153,11 +162,16 @@ def candidates(
     if family == ModelFamily.TRANSFORMER:
         graphs.append((KeepFloat.GELU_FED_MATMUL,))
     if precision == Precision.INT8_DYNAMIC:
-        return [Recipe(precision, ops, keep_float=keep) for keep in graphs]
+        return [
+            Recipe(precision, ops, keep_float=keep, reduce_range=reduce)
+            for reduce in (False, True)
+            for keep in graphs
+        ]
     return [
-        Recipe(precision, ops, keep_float=keep, calibration=method)
+        Recipe(precision, ops, keep_float=keep, calibration=method, reduce_range=reduce)
+        for reduce, methods in ((False, calibrations), (True, calibrations[:1]))
         for keep in graphs
-        for method in calibrations
+        for method in methods
     ]
 
 
