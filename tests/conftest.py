@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -196,17 +197,24 @@ def orphaned_stubs(within: Path, within_s: float = 5.0) -> list[str]:
         time.sleep(0.5)
 
 
-def python_backend_regions() -> set[Path]:
-    """The shared-memory regions of tritontune's servers' Python backends now in /dev/shm."""
-    return set(SHM_DIR.glob("tritontune_*"))
+def python_backend_prefixes(within: Path) -> set[str]:
+    """The shared-memory prefixes (``shm-region-prefix-name``) of the tritonserver processes now
+    running under ``within`` (see :func:`own_servers`): this test's servers' regions only,
+    whatever other tests' servers hold."""
+    lines = " ".join(tritonserver_processes(within))
+    return set(re.findall(r"shm-region-prefix-name=(tritontune_\w+)", lines))
 
 
-def leftover_regions(before: set[Path], within_s: float = 5.0) -> set[Path]:
-    """Regions made since ``before`` still there after giving a reaper ``within_s`` to act."""
+def leftover_regions(prefixes: set[str], within_s: float = 5.0) -> set[Path]:
+    """Regions of those prefixes still in /dev/shm after giving a reaper ``within_s`` to act."""
     deadline = time.monotonic() + within_s
-    while (left := python_backend_regions() - before) and time.monotonic() < deadline:
+
+    def left() -> set[Path]:
+        return {path for prefix in prefixes for path in SHM_DIR.glob(f"{prefix}*")}
+
+    while (regions := left()) and time.monotonic() < deadline:
         time.sleep(0.25)
-    return left
+    return regions
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.conftest import leftover_regions, orphaned_stubs, python_backend_regions
+from tests.conftest import leftover_regions, orphaned_stubs, python_backend_prefixes
 from tests.groups import MODELS, two_model_repository
 from tests.groups import WORKLOAD as GROUP_WORKLOAD
 from tests.measuring import FAST_OPTIONS, FAST_PLAYOFF_OPTIONS
@@ -150,16 +150,17 @@ def test_a_worker_killed_mid_trial_loses_nothing(
     else:
         storage = request.getfixturevalue("postgres_url")
     study = f"killed-{backend}"
-    regions = python_backend_regions()
     victim = start_worker(example_repository, tmp_path, storage, study, seed=1, budget=KILLED_BUDGET)
     trial = wait_for_running_trial(storage, study, victim)
     time.sleep(1.0)  # well inside the measurement
+    prefixes = python_backend_prefixes(own_servers)  # its server's shared memory
+    assert prefixes, "the worker's server was not found running"
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
     killed = shared_study(storage, study).trials[trial]
     assert killed.state.name == "RUNNING"  # as SIGKILL leaves it
     assert orphaned_stubs(own_servers) == []  # the killed worker's server went, and its stubs too
-    assert leftover_regions(regions) == set()  # and its shared memory
+    assert leftover_regions(prefixes) == set()  # and its shared memory
 
     finish(start_worker(example_repository, tmp_path, storage, study, 2, KILLED_BUDGET), tmp_path)
     record = shared_study(storage, study)
