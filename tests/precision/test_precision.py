@@ -12,6 +12,7 @@ from tritontune.errors import InputError
 from tritontune.precision.accuracy import compare_models, parse_tolerance
 from tritontune.precision.convert import PRECISIONS, build_variant
 from tritontune.precision.prepare import AccuracySettings, precision_data, prepare_precisions
+from tritontune.precision.recipe import Calibration
 
 EXPECTED_TYPES = {
     "fp16": (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT),  # weights FP16, I/O kept FP32
@@ -253,3 +254,44 @@ def test_a_configs_string_inputs_are_read_as_bytes():
         ("TEXT", "BYTES", (1,)),
         ("IDS", "INT64", (-1,)),
     ]
+
+
+def test_calibration_batches_have_one_size_so_every_calibration_method_runs(source, tmp_path):
+    """onnxruntime's histogram calibrators (percentile, entropy) fail on batches of different
+    shapes: 26 VGG16 images as 16 + 10 did. 52 samples: 26 calibrate, as 2 batches of 13."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "inputs.json"
+    entries = [{"INPUT": rng.standard_normal(256).round(4).tolist()} for _ in range(52)]
+    data.write_text(json.dumps({"data": entries}))
+    split = precision_data(source.base_config, data)
+    assert [batch["INPUT"].shape for batch in split.calibration] == [(13, 256)] * 2
+    assert split.calibration_samples == 26
+    found = prepare_precisions(
+        source.model_file, source.base_config, ["int8_static"], input_data=data,
+        accuracy=AccuracySettings(calibrations=(Calibration.PERCENTILE,)), cache=tmp_path / "cache",
+    )  # fmt: skip
+    assert found["int8_static"].accepted, found["int8_static"].reason
+
+
+def test_7_bit_weights_reach_the_quantizer(tmp_path):
+    """A 7-bit recipe's INT8 weights stay within +-64; an 8-bit one's use the whole range."""
+    from tritontune.config.variant import Precision
+    from tritontune.precision.recipe import Recipe
+
+    model = opset_12_conv(tmp_path / "conv.onnx")
+    rng = np.random.default_rng(1)
+    batches = [{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
+
+    def weights_range(reduce_range: bool) -> tuple[int, int]:
+        recipe = Recipe(Precision.INT8_STATIC, ("Conv",), calibration=Calibration.MINMAX,
+                        reduce_range=reduce_range)  # fmt: skip
+        built = onnx.load(str(build_variant(model, recipe, calibration=batches, cache=tmp_path)))
+        ints = [
+            onnx.numpy_helper.to_array(t)
+            for t in built.graph.initializer
+            if t.data_type == onnx.TensorProto.INT8 and t.dims and len(t.dims) == 4
+        ]
+        return min(int(w.min()) for w in ints), max(int(w.max()) for w in ints)
+
+    assert max(map(abs, weights_range(reduce_range=True))) <= 64
+    assert max(map(abs, weights_range(reduce_range=False))) > 64

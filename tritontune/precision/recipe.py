@@ -7,7 +7,8 @@ and model family, fastest first; :mod:`tritontune.precision.prepare` keeps the f
 the accuracy gate. Its :meth:`Recipe.to_dict` is kept in the study and the tuning record, so an
 export rebuilds exactly what was measured. The rules (per-channel weights, the graph
 pre-processed, only constant-weight MatMul/Gemm in transformers, the GELU-fed MatMul in float as a
-second candidate, U8/S8 QDQ for static INT8) and what they were measured on:
+second candidate, U8/S8 QDQ for static INT8, 7-bit weights last for CPUs without VNNI) and what
+they were measured on:
 ``docs/concepts/precision.md``.
 """
 
@@ -150,8 +151,8 @@ def candidates(
     the scales, not the graph or its speed, so for static INT8 the methods of one graph come before
     the next graph. Last, each graph once more with 7-bit weights (static INT8: the first method
     only, since the saturation they avoid is the weights', whatever the activations' scales): what
-    passes on a CPU without VNNI where 8-bit weights saturate; on one with VNNI an earlier
-    candidate passes and they are never built.
+    passes on a CPU without VNNI where 8-bit weights saturate (where an earlier candidate passes,
+    as on a CPU with VNNI, they are never built).
     """
     if precision == Precision.FP32:
         return [Recipe(precision)]
