@@ -262,6 +262,14 @@ def main() -> int:
         found += result_winners(args.results, space_of)
         searches: dict[int | None, list[str]] = {}
         for j, same in enumerate(one_entry_per_config(found)):
+            precision = same[0]["point"].get("precision")
+            if precision is not None and precision not in accepted:  # another host's variant
+                print(
+                    f"left out: {', '.join(win['label'] for win in same)}: its precision "
+                    f"{precision} is not one the gate accepts on this host",
+                    flush=True,
+                )
+                continue
             load = max(win["load"] for win in same)
             figure = max(win["search_figure"] for win in same)
             contenders.append(Contender(STUDY_FIRST + j, same[0]["variant"], load, figure))
