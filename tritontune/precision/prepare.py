@@ -144,14 +144,17 @@ def _wire_datatype(data_type: int) -> str:
     return "BYTES" if name == "STRING" else name
 
 
-def _batched(samples: Sequence[dict], batching: bool) -> list[dict]:
-    """Samples of one row each, concatenated into batches of one size: the largest that divides
-    their count, up to ``_BATCH`` rows. One size, because onnxruntime's histogram calibrators
-    (percentile, entropy) fail on batches of different shapes (onnxruntime issue 18792: 26 VGG16
-    images as 16 + 10 did)."""
+def _batched(samples: Sequence[dict], batching: bool, *, one_size: bool = False) -> list[dict]:
+    """Samples of one row each, concatenated into batches of up to ``_BATCH`` rows. ``one_size``
+    (calibration): every batch of one size, the largest that divides their count, because
+    onnxruntime's histogram calibrators (percentile, entropy) fail on batches of different shapes
+    (onnxruntime issue 18792: 26 VGG16 images as 16 + 10 did). Judging has no such limit and keeps
+    the larger batches."""
     if not batching:
         return list(samples)
-    size = max(n for n in range(1, min(_BATCH, max(len(samples), 1)) + 1) if len(samples) % n == 0)
+    size = _BATCH
+    if one_size:
+        size = max(n for n in range(1, min(_BATCH, max(len(samples), 1)) + 1) if len(samples) % n == 0)
     return [
         {name: np.concatenate([s[name] for s in samples[i : i + size]]) for name in samples[0]}
         for i in range(0, len(samples), size)
@@ -218,7 +221,7 @@ def precision_data(
             source = f"{input_data} ({len(samples)} samples: too few to split)"
         evaluation = _batched(evaluate, batching)
     return PrecisionData(
-        _batched(calibrate, batching),
+        _batched(calibrate, batching, one_size=True),
         evaluation,
         source,
         calibration_samples=len(calibrate),
