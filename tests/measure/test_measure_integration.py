@@ -274,9 +274,10 @@ def test_two_processes_carry_a_mixed_workload(session: TuningSession):
 def test_a_starved_workload_level_is_flagged_client_bound(session: TuningSession):
     """A workload's load generator pinned to a core five CPU burners share, at a rate that needs
     more than that core: it falls behind its schedule, and the level is flagged client-bound by
-    the single-class rule. At 100 req/s, unpinned, it is not."""
+    the single-class rule. At 600 req/s, unpinned, it is not (at 100, class a's 33 req/s took
+    windows of 2 s to reach FAST's 100 replies: 7 s for the calm level, now about 2)."""
     session.load(WORKLOAD.scheduled(Variant(max_queue_delay_us=500, instance_count=1)))
-    calm = session.measure_traffic(WORKLOAD, 100.0, FAST)
+    calm = session.measure_traffic(WORKLOAD, 600.0, FAST)
     assert calm.client is not None and not calm.client_bound, calm.client
     cpu, saved = max(os.sched_getaffinity(0)), os.sched_getaffinity(0)
     hogs = [
