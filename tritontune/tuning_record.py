@@ -420,7 +420,7 @@ class TuningRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> TuningRecord:
-        load, point, triton = data["load"], data["operating_point"], data["triton"]
+        load, point = data["load"], data["operating_point"]
         return cls(
             model=data["model"],
             slo_p99_ms=float(data["slo"]["p99_ms"]),
@@ -441,18 +441,8 @@ class TuningRecord:
                 gpu=gpu_from_list(point["gpu"]) if isinstance(point.get("gpu"), list) else None,
                 confirmed=bool(point.get("confirmed", False)),
             ),
-            knobs=dict(data["knobs"]),
-            config_sha256=data["config_sha256"],
-            triton_version=triton["version"],
-            triton_launch=triton.get("launch", "local"),
-            served_via_python_backend=bool(triton.get("served_via_python_backend", False)),
-            hardware=HostInfo.from_dict(data["hardware"]),
-            tuned_from=dict(data.get("tuned_from") or {}),
+            **_provenance_from(data),
             baseline=data.get("baseline"),
-            model_files=dict(data.get("model_files") or {}),
-            precision=data.get("precision"),
-            tritontune_version=data["tritontune_version"],
-            date=data["date"],
             routing=data.get("routing"),
             playoff=data.get("playoff"),
             pipeline=PipelineRecord.from_dict(data["pipeline"]) if data.get("pipeline") else None,
@@ -470,6 +460,24 @@ def _provenance(record: TuningRecord | WorkloadRecord) -> dict:
         "tritontune_version": record.tritontune_version,
         "hardware": record.hardware.to_dict(),
         "date": record.date,
+    }
+
+
+def _provenance_from(data: dict) -> dict[str, Any]:
+    """The fields both kinds of record read alike: the config and files, and :func:`_provenance`."""
+    triton = data["triton"]
+    return {
+        "knobs": dict(data["knobs"]),
+        "config_sha256": data["config_sha256"],
+        "model_files": dict(data.get("model_files") or {}),
+        "precision": data.get("precision"),
+        "tuned_from": dict(data.get("tuned_from") or {}),
+        "triton_version": triton["version"],
+        "triton_launch": triton.get("launch", "local"),
+        "served_via_python_backend": bool(triton.get("served_via_python_backend", False)),
+        "hardware": HostInfo.from_dict(data["hardware"]),
+        "tritontune_version": data["tritontune_version"],
+        "date": data["date"],
     }
 
 
@@ -592,7 +600,7 @@ class WorkloadRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> WorkloadRecord:
-        workload, triton = data["workload"], data["triton"]
+        workload = data["workload"]
         return cls(
             model=data["model"],
             workload_file=workload["file"],
@@ -605,17 +613,7 @@ class WorkloadRecord:
             served_rounds=tuple(
                 float(r) for r in workload["capacity"].get("rounds_served_infer_per_s") or ()
             ),
-            knobs=dict(data["knobs"]),
-            config_sha256=data["config_sha256"],
-            triton_version=triton["version"],
-            triton_launch=triton.get("launch", "local"),
-            served_via_python_backend=bool(triton.get("served_via_python_backend", False)),
-            hardware=HostInfo.from_dict(data["hardware"]),
-            tuned_from=dict(data.get("tuned_from") or {}),
-            model_files=dict(data.get("model_files") or {}),
-            tritontune_version=data["tritontune_version"],
-            date=data["date"],
-            precision=data.get("precision"),
+            **_provenance_from(data),
         )
 
 

@@ -83,14 +83,14 @@ def check(
             )
         if junit:
             write_junit(report, junit)
-            console.print(f"JUnit XML: {junit}", highlight=False)
+            console.print(f"JUnit XML: {junit}")
         if summary:
             with open(summary, "a", encoding="utf-8") as handle:  # CI summaries are appended to
                 handle.write(render_summary(report))
-            console.print(f"summary: {summary}", highlight=False)
+            console.print(f"summary: {summary}")
         if csv_out:
             write_inference_csv(check_rows(report), csv_out)
-            console.print(f"csv: {csv_out}", highlight=False)
+            console.print(f"csv: {csv_out}")
     if not report.passed:
         raise typer.Exit(1)
 
@@ -106,8 +106,7 @@ def _check_with_progress(repository: Path, settings: CheckSettings) -> CheckRepo
             bar.update(task, description=f"{name}: measuring round {n + 1}")
             err_console.print(
                 f"  {name} round {n}: {m.throughput:,.1f} infer/s, p99 {ms(m.latency.p99)} ms"
-                + ("" if m.stable else " (windows did not settle)"),
-                highlight=False,
+                + ("" if m.stable else " (windows did not settle)")
             )
 
         return run_check(repository, settings, on_model_start=model_start, on_round=measured)
@@ -122,8 +121,7 @@ def _print_report(report: CheckReport) -> None:
     checks: list[ModelCheck | WorkloadCheck] = [*report.models, *report.workloads]
     console.print(
         f"check {verdict}: {sum(m.passed for m in checks)}/{len(checks)} "
-        f"{'models' if not report.workloads else 'checks'} pass",
-        highlight=False,
+        f"{'models' if not report.workloads else 'checks'} pass"
     )
 
 
@@ -154,17 +152,16 @@ def _print_workload(check: WorkloadCheck) -> None:
         )
     console.print(table)
     for problem in check.problems:
-        console.print(f"[red]{escape(check.name)}: {escape(problem)}[/]", highlight=False)
+        console.print(f"[red]{escape(check.name)}: {escape(problem)}[/]")
     for criterion in check.criteria:
         if not criterion.passed:
             reasons = [v[criterion.name].reason for v in check.verdicts if not v[criterion.name].met]
             console.print(
                 f"[red]{escape(check.name)} failed:[/] class {escape(criterion.name)} missed its "
-                f"objective in {len(reasons)}/{criterion.rounds} rounds ({escape('; '.join(reasons))})",
-                highlight=False,
+                f"objective in {len(reasons)}/{criterion.rounds} rounds ({escape('; '.join(reasons))})"
             )
     for warning in check.warnings:
-        console.print(f"[yellow]{escape(check.name)} warning:[/] {escape(warning)}", highlight=False)
+        console.print(f"[yellow]{escape(check.name)} warning:[/] {escape(warning)}")
 
 
 def _print_models(report: CheckReport) -> None:
@@ -199,15 +196,12 @@ def _print_models(report: CheckReport) -> None:
         _print_steps(m)
     for m in report.models:
         for problem in m.problems:
-            console.print(f"[red]{escape(m.name)}: {escape(problem)}[/]", highlight=False)
+            console.print(f"[red]{escape(m.name)}: {escape(problem)}[/]")
         for c in m.criteria:
             if not c.passed:
-                console.print(
-                    f"[red]{escape(m.name)} failed:[/] {escape(criterion_text(m, c))}",
-                    highlight=False,
-                )
+                console.print(f"[red]{escape(m.name)} failed:[/] {escape(criterion_text(m, c))}")
         for warning in m.warnings:
-            console.print(f"[yellow]{escape(m.name)} warning:[/] {escape(warning)}", highlight=False)
+            console.print(f"[yellow]{escape(m.name)} warning:[/] {escape(warning)}")
 
 
 def _print_steps(check: ModelCheck) -> None:

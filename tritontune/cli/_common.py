@@ -106,12 +106,17 @@ app = typer.Typer(
 )
 # Tables stay readable when output is piped or captured (rich would assume 80 columns).
 # Everything printed goes through the redaction of the process's secrets (a storage URL's
-# password, header values), whatever printed it.
+# password, header values), whatever printed it. Text is not highlighted (no colored numbers,
+# paths, ...) unless a print asks for it.
 console = Console(
-    file=cast(IO[str], RedactingStream(lambda: sys.stdout)), width=None if sys.stdout.isatty() else 160
+    file=cast(IO[str], RedactingStream(lambda: sys.stdout)),
+    width=None if sys.stdout.isatty() else 160,
+    highlight=False,
 )
 err_console = Console(
-    file=cast(IO[str], RedactingStream(lambda: sys.stderr)), width=None if sys.stderr.isatty() else 160
+    file=cast(IO[str], RedactingStream(lambda: sys.stderr)),
+    width=None if sys.stderr.isatty() else 160,
+    highlight=False,
 )
 
 
@@ -130,14 +135,14 @@ def user_errors(ctx: typer.Context | None = None) -> Iterator[None]:
     except ServerDiedError as err:
         _print_error(err)
         if err.log_tail:
-            err_console.print("[dim]last tritonserver log lines:[/]")
-            err_console.print(err.log_tail.rstrip(), style="dim", highlight=False, markup=False)
+            err_console.print("[dim]last tritonserver log lines:[/]", highlight=True)
+            err_console.print(err.log_tail.rstrip(), style="dim", markup=False)
         raise typer.Exit(3) from None
     except TritonTuneError as err:
         _print_error(_from_config_file(err, ctx))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted: the server was stopped[/]")
+        err_console.print("[yellow]interrupted: the server was stopped[/]", highlight=True)
         raise typer.Exit(130) from None
     except BrokenPipeError:  # output piped into `head` and closed: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -222,12 +227,12 @@ def refuse_given(ctx: typer.Context, reasons: Mapping[str, str]) -> None:
 def write_results(path: Path, results: Mapping[str, Any]) -> None:
     """A command's results JSON (``search``, ``search --workload``, ``profile``), and where it is."""
     path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    console.print(f"results: {path}", highlight=False)
+    console.print(f"results: {path}")
 
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"tritontune {__version__}")
+        console.print(f"tritontune {__version__}", highlight=True)
         raise typer.Exit()
 
 
@@ -292,7 +297,7 @@ class TrialsDisplay:
         eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
         self.bar.update(self.task, status=best_text + eta_text)
         outcome = f"[red]failed[/]: {escape(result.error)}" if result.error else shown
-        err_console.print(f"trial {result.number}: {escape(what)} -> {outcome}", highlight=False)
+        err_console.print(f"trial {result.number}: {escape(what)} -> {outcome}")
 
 
 @contextmanager
@@ -308,24 +313,22 @@ def kept_log_said(session: TuningSession) -> Iterator[TuningSession]:
 def print_kept_log(path: Path | None, reason: str, *, what: str = "tritonserver log") -> None:
     """Say where the server's log was kept, and why (``--server-log`` or what failed)."""
     if path is not None:
-        err_console.print(f"{what}: {path} ({reason})", highlight=False, soft_wrap=True)
+        err_console.print(f"{what}: {path} ({reason})", soft_wrap=True)
 
 
 def print_server(session: TuningSession) -> None:
     info = session.info
     for notice in session.server.notices():
-        err_console.print(notice, highlight=False)
+        err_console.print(notice)
     err_console.print(
         f"tritonserver {info.version} ({info.launch}, {session.server.endpoint().url()}); "
-        f"load: {session.load_settings.describe()}",
-        highlight=False,
+        f"load: {session.load_settings.describe()}"
     )
     for source in session.served_via_python:
         err_console.print(
             f"[yellow]note:[/] this server has no {source.backend!r} backend: serving "
             f"{source.name}'s {source.model_file.name} through the Python backend "
-            "(onnxruntime in model.py); configs keep your backend",
-            highlight=False,
+            "(onnxruntime in model.py); configs keep your backend"
         )
 
 
@@ -342,6 +345,6 @@ def print_precisions(checks: Mapping[str, PrecisionCheck]) -> None:
         if check.precision == FP32:
             continue
         verdict = "[green]accepted[/]" if check.accepted else "[yellow]left out[/]"
-        err_console.print(f"precision {name}: {verdict} ({escape(check.summary())})", highlight=False)
+        err_console.print(f"precision {name}: {verdict} ({escape(check.summary())})")
         for tried in check.tried:
-            err_console.print(f"  [dim]passed over: {escape(tried)}[/]", highlight=False)
+            err_console.print(f"  [dim]passed over: {escape(tried)}[/]")

@@ -64,15 +64,14 @@ def export(
             force=force,
         )
         for warning in result.warnings:
-            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            err_console.print(f"[yellow]warning:[/] {warning}")
         if any(isinstance(m.record, WorkloadRecord) for m in result.models):
             _print_workload_export(result)
         else:
             _print_export(result)
         console.print(
             f"serve it: tritonserver --model-repository {result.out.resolve()}; "
-            f"gate it in CI: tritontune check {result.out}",
-            highlight=False,
+            f"gate it in CI: tritontune check {result.out}"
         )
 
 
@@ -100,7 +99,7 @@ def _print_export(result: ExportResult) -> None:
         )
     console.print(table)
     if routing:
-        console.print(f"routing: {routing['note']}", highlight=False)
+        console.print(f"routing: {routing['note']}")
     for model in result.models:
         assert isinstance(model.record, TuningRecord)
         if model.record.pipeline:
@@ -149,9 +148,6 @@ def _print_workload_export(result: ExportResult) -> None:
     assert isinstance(record, WorkloadRecord)
     routes = "; ".join(f"{c} -> {m}" for c, m in record.routes.items())
     if record.layout == Layout.ENDPOINTS:
-        console.print(f"routing (client side): {routes}", highlight=False)
+        console.print(f"routing (client side): {routes}")
     elif len(record.models) > 1:  # a group: the classes name their models in the workload file
-        console.print(
-            f"one server serves them all, each class calling its own model: {routes}",
-            highlight=False,
-        )
+        console.print(f"one server serves them all, each class calling its own model: {routes}")

@@ -59,4 +59,4 @@ def import_ma(
 def say(line: str) -> None:
     """One line as it is: paths and notes hold brackets rich would read as markup, and a note is
     one line however long."""
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(line, markup=False, soft_wrap=True)

@@ -77,8 +77,7 @@ def predict(
     console.print(table)
     console.print(
         "Predictions from the study's calibration, corrected by its measured trials; measure "
-        "a config (tritontune profile) before relying on its figure.",
-        highlight=False,
+        "a config (tritontune profile) before relying on its figure."
     )
 
 

@@ -291,24 +291,23 @@ def profile(
         _print_caveats((m.load.label(), m.interference, m.client) for m in result.measurements)
         if result.accuracy:
             console.print(
-                f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}",
-                highlight=False,
+                f"accuracy of {variant.precision} against fp32: {accuracy_text(result.accuracy)}"
             )
             if result.recipe:
-                console.print(f"recipe: {result.recipe}", highlight=False)
+                console.print(f"recipe: {result.recipe}")
         if any(m.gpu for m in result.measurements):
             for m in result.measurements:
-                console.print(f"GPU at {m.load.label()}: {gpu_summary(m.gpu)}", highlight=False)
+                console.print(f"GPU at {m.load.label()}: {gpu_summary(m.gpu)}")
         else:
-            console.print(NO_GPUS, highlight=False)
+            console.print(NO_GPUS)
         if result.switch_s is not None:
-            console.print(f"config switch (model reload): {result.switch_s:.2f} s", highlight=False)
+            console.print(f"config switch (model reload): {result.switch_s:.2f} s")
         if json_out:
             json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-            console.print(f"wrote {json_out}", highlight=False)
+            console.print(f"wrote {json_out}")
         if csv_out:
             write_inference_csv(profile_rows(result), csv_out)
-            console.print(f"wrote {csv_out}", highlight=False)
+            console.print(f"wrote {csv_out}")
 
 
 def _print_caveats(
@@ -319,10 +318,10 @@ def _print_caveats(
     for label, interference, client in levels:
         note = interference.describe() if interference else None
         if note:
-            console.print(f"[yellow]machine disturbed[/] at {label}: {escape(note)}", highlight=False)
+            console.print(f"[yellow]machine disturbed[/] at {label}: {escape(note)}")
         bound = client.describe() if client else None
         if bound:
-            console.print(f"[yellow]client-bound[/] at {label}: {escape(bound)}", highlight=False)
+            console.print(f"[yellow]client-bound[/] at {label}: {escape(bound)}")
 
 
 def _profile_traffic(
@@ -334,7 +333,7 @@ def _profile_traffic(
     json_out: Path | None,
     report: Path | None,
 ) -> None:
-    console.print(f"workload: {escape(traffic.describe())}", highlight=False)
+    console.print(f"workload: {escape(traffic.describe())}")
     with kept_log_said(session):
         print_server(session)
 
@@ -342,8 +341,7 @@ def _profile_traffic(
             missed = [f"{v.name}: {v.reason}" for v in m.verdicts(traffic) if not v.met]
             verdict = "every class met its objective" if not missed else "; ".join(missed)
             err_console.print(
-                f"  {m.total_rate:,.1f} req/s: served {m.throughput:,.1f} infer/s; {verdict}",
-                highlight=False,
+                f"  {m.total_rate:,.1f} req/s: served {m.throughput:,.1f} infer/s; {verdict}"
             )
 
         result = run_traffic_profile(
@@ -356,25 +354,26 @@ def _profile_traffic(
         if capacity.feasible:
             console.print(
                 f"capacity: {capacity.served:,.1f} infer/s served with every class meeting its "
-                f"objective, at {capacity.total_rate:,.1f} req/s in all",
-                highlight=False,
+                f"objective, at {capacity.total_rate:,.1f} req/s in all"
             )
             if capacity.highest_rate > capacity.total_rate:
                 console.print(
                     f"objectives kept up to {capacity.highest_rate:,.1f} req/s offered "
-                    "(the surplus shed)",
-                    highlight=False,
+                    "(the surplus shed)"
                 )
         else:
-            console.print(f"[red]no rate tried met every objective[/]: {escape(capacity.failure())}")
+            console.print(
+                f"[red]no rate tried met every objective[/]: {escape(capacity.failure())}",
+                highlight=True,
+            )
         for line in summary_lines(capacity):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {line}")
         if report:
             write_workload_report(capacity, report, title=f"{result.model}: {traffic.describe()}")
-            console.print(f"report: {report}", highlight=False)
+            console.print(f"report: {report}")
     if json_out:
         json_out.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_out}", highlight=False)
+        console.print(f"wrote {json_out}")
 
 
 def _traffic_table(result: TrafficProfileResult) -> Table:
@@ -416,8 +415,7 @@ def _profile_with_progress(
         def done(m: Measurement) -> None:
             progress.advance(task)
             err_console.print(
-                f"  {m.load.label()}: {m.throughput:,.0f} infer/s, p99 {ms(m.latency.p99)} ms",
-                highlight=False,
+                f"  {m.load.label()}: {m.throughput:,.0f} infer/s, p99 {ms(m.latency.p99)} ms"
             )
 
         if variant.precision:

@@ -46,7 +46,7 @@ def report(
         options = parse_plan_options(headroom, peak_qps)
         data = write_report(TuningStudy.open_existing(storage, study), out, **options)
         for warning in data.warnings:
-            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            err_console.print(f"[yellow]warning:[/] {warning}")
         if data.capacity:
-            console.print("capacity plan: " + "; ".join(data.capacity.lines()), highlight=False)
-        console.print(f"report: {out}", highlight=False)
+            console.print("capacity plan: " + "; ".join(data.capacity.lines()))
+        console.print(f"report: {out}")

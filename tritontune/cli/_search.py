@@ -378,16 +378,14 @@ def search(
             print_server(session)
             tuning_space = space_for(session, slo, space)
             err_console.print(
-                "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items()),
-                highlight=False,
+                "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items())
             )
             try:
                 outcome = _search_with_progress(session, tuning_space, settings)
             except KeyboardInterrupt:
                 err_console.print(
                     f"[yellow]interrupted:[/] study {study_name!r} is saved in {settings.storage_name}; "
-                    "run the same command again to resume",
-                    highlight=False,
+                    "run the same command again to resume"
                 )
                 raise
             for reason in outcome.troubles():
@@ -396,17 +394,17 @@ def search(
         write_results(out, outcome.to_dict())
         if csv_out:
             write_inference_csv(search_rows(outcome.study), csv_out)
-            console.print(f"csv: {csv_out}", highlight=False)
+            console.print(f"csv: {csv_out}")
         if report:
             finished = TuningStudy.open_existing(storage, outcome.study_name)
             data = write_report(finished, report, **plan_options)
-            console.print(f"report: {report}", highlight=False)
+            console.print(f"report: {report}")
         else:
             data = collect(outcome.study, **plan_options)
         if data.capacity:
-            console.print("capacity plan:", highlight=False)
+            console.print("capacity plan:")
             for line in data.capacity.lines():
-                console.print(f"  {line}", highlight=False)
+                console.print(f"  {line}")
         if outcome.best is None:
             err_console.print(
                 Text("no config met the SLO", style="bold red"),
@@ -468,7 +466,7 @@ def _search_with_progress(
 
         def baseline(op: OperatingPoint) -> None:
             source = "measured now" if measured else "from the study"
-            err_console.print(f"baseline ({source}): {_op_text(op, unit)}", highlight=False)
+            err_console.print(f"baseline ({source}): {_op_text(op, unit)}")
 
         trials = TrialsDisplay(bar, task, "infer/s")
 
@@ -477,26 +475,24 @@ def _search_with_progress(
             trials.done(result, best, eta, _point_text(result.params), shown)
             levels = result.operating_point.levels if result.operating_point else []
             for note in sorted({lv.disturbance for lv in levels if lv.disturbance}):
-                err_console.print(f"  [yellow]caveat[/]: {escape(note)}", highlight=False)
+                err_console.print(f"  [yellow]caveat[/]: {escape(note)}")
 
         def playoff_start(contenders: list[Contender], rounds: int) -> None:
             names = ", ".join(c.label for c in contenders)
             bar.update(task, description="playoff", status="")
             err_console.print(
                 f"playoff: {names}, {rounds} interleaved rounds at their operating loads "
-                f"(up to {settings.playoff.extra_rounds} more where an order is uncertain)",
-                highlight=False,
+                f"(up to {settings.playoff.extra_rounds} more where an order is uncertain)"
             )
 
         def playoff_round(stage: int, n: int, contender: Contender, figure: RoundFigure | None) -> None:
             bar.update(task, description=f"playoff stage {stage}, round {n}: {contender.label}")
             if figure is None:
-                err_console.print(f"  {contender.label}: [red]failed[/]", highlight=False)
+                err_console.print(f"  {contender.label}: [red]failed[/]")
             elif figure.disturbed:
                 err_console.print(
                     f"  {contender.label}, round {n}: [yellow]disturbed[/]: "
-                    f"{escape(figure.disturbance or '')}",
-                    highlight=False,
+                    f"{escape(figure.disturbance or '')}"
                 )
 
         def calibrating(index: int, total: int, setting: dict[str, Any]) -> None:
@@ -505,14 +501,13 @@ def _search_with_progress(
 
         def calibrated(done: SettingCalibration | None, why: str | None) -> None:
             if done is None:
-                err_console.print(f"  calibration [red]failed[/]: {escape(why or '')}", highlight=False)
+                err_console.print(f"  calibration [red]failed[/]: {escape(why or '')}")
                 return
             sizes = ", ".join(f"{p.batch_size}: {p.mean_s * 1e3:.2f}" for p in done.points)
             err_console.print(
                 f"calibrated {escape(' '.join(f'{k}={v}' for k, v in done.setting.items()))} in "
                 f"{done.seconds:.0f} s: ms per batch {{{sizes}}}, outside the server "
-                f"{done.overhead_s * 1e3:.2f} ms",
-                highlight=False,
+                f"{done.overhead_s * 1e3:.2f} ms"
             )
 
         def ranked(ranking: Ranking) -> None:
@@ -521,8 +516,7 @@ def _search_with_progress(
             err_console.print(
                 f"ranked {ranking.configs:,} configs by prediction in {ranking.seconds:.1f} s "
                 f"({ranking.simulated:,} simulated, the rest below the best by capacity){text}; "
-                "measuring the best",
-                highlight=False,
+                "measuring the best"
             )
 
         bar.update(task, description="building precision variants")
@@ -539,14 +533,14 @@ def _search_with_progress(
                 playoff_start,
                 playoff_round,
                 CalibrationProgress(calibrating, calibrated, ranked),
-                lambda first: err_console.print(first.describe(), highlight=False),
+                lambda first: err_console.print(first.describe()),
                 _say_strategy if settings.strategy == Strategy.AUTO else None,
             ),
         )
 
 
 def _say_strategy(choice: StrategyChoice) -> None:
-    err_console.print(f"strategy auto: {choice.strategy.value} ({choice.why})", highlight=False)
+    err_console.print(f"strategy auto: {choice.strategy.value} ({choice.why})")
 
 
 def _config_text(result: TrialResult) -> str:
@@ -595,12 +589,10 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         )  # fmt: skip
     console.print(table)
     if outcome.failed:
-        console.print(
-            f"{len(outcome.failed)} trial(s) failed (reasons in the results file)", highlight=False
-        )
+        console.print(f"{len(outcome.failed)} trial(s) failed (reasons in the results file)")
     if outcome.stop_reason:
-        console.print(f"stopped before the trial budget: {outcome.stop_reason}", highlight=False)
-    console.print(f"time: {outcome.phases.describe()}", highlight=False)
+        console.print(f"stopped before the trial budget: {outcome.stop_reason}")
+    console.print(f"time: {outcome.phases.describe()}")
     if outcome.playoff is not None:
         _print_playoff(outcome)
     winner = outcome.winner
@@ -613,12 +605,11 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
         label = {"playoff": "", "confirmed": " (confirmed)", "screening": " (screening figure)"}
         console.print(
             f"[bold]winner[/]: trial {winner.result.number}{label[winner.figures]}, "
-            f"{_op_text(winner.point, unit)}{versus}",
-            highlight=False,
+            f"{_op_text(winner.point, unit)}{versus}"
         )
         behind = behind_baseline(gain_interval if winner.figures == "playoff" else None)
         if behind is not None:
-            console.print(f"[bold yellow]but[/] {behind}", highlight=False)
+            console.print(f"[bold yellow]but[/] {behind}")
         baseline, steps_of = outcome.baseline, "search operating point"
         played = outcome.playoff.baseline if outcome.playoff is not None else None
         if winner.point.steps and played is not None and played.rounds:
@@ -626,13 +617,12 @@ def _print_search_result(outcome: SearchResult, top: int = 5) -> None:
             steps_of = "playoff load, median of the rounds"
         winner_point = winner.point if winner.point.steps else winner.result.operating_point
         _print_steps(outcome.study.identity.model, baseline, winner_point, steps_of)
-        console.print("its config.pbtxt:", highlight=False)
-        console.print(winner.result.config_pbtxt, markup=False, highlight=False)
+        console.print("its config.pbtxt:")
+        console.print(winner.result.config_pbtxt, markup=False)
     elif outcome.playoff is not None and outcome.best is not None:
         console.print(
             "[bold red]no winner[/]: no candidate held its SLO in the playoff, even at lower "
-            "loads; nothing is exported (search again with more trials or a looser SLO)",
-            highlight=False,
+            "loads; nothing is exported (search again with more trials or a looser SLO)"
         )
 
 
@@ -705,22 +695,19 @@ def _print_playoff(outcome: SearchResult) -> None:
             f"±{TIE_MARGIN:.0%}): trials "
             + ", ".join(map(str, playoff.tied))
             + "; the tie goes to the simplest config (fewer instances, smaller batches, "
-            "shorter queue delay)",
-            highlight=False,
+            "shorter queue delay)"
         )
     if playoff.uncertain:
         console.print(
             "[yellow]order uncertain[/]: trials "
             + ", ".join(map(str, playoff.uncertain))
             + f" against the highest median after {playoff.extra_rounds} extra round(s); "
-            "the higher median won",
-            highlight=False,
+            "the higher median won"
         )
     for note in playoff.notes:
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}")
     if playoff.disturbed_rounds:
         console.print(
             f"[yellow]the machine was disturbed[/] in {playoff.disturbed_rounds} playoff "
-            "measurement(s) that could not be re-measured clean: read these figures with care",
-            highlight=False,
+            "measurement(s) that could not be re-measured clean: read these figures with care"
         )

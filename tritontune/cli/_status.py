@@ -30,8 +30,7 @@ def status(
     console.print(
         f"study {record.name}: {len(counted)}{budget} trials done ({len(record.results)} measured, "
         f"{len(record.failed)} failed), {len(record.running)} running, {len(record.lost)} lost "
-        "and measured again",
-        highlight=False,
+        "and measured again"
     )
     table = Table(title="workers", title_justify="left")
     for column in ("worker", "last seen", "running trial", "trials done"):
@@ -42,8 +41,6 @@ def status(
     console.print(table)
     best = record.best
     if best is not None:
-        console.print(
-            f"best so far: trial {best.number}, {best.throughput:,.0f} infer/s", highlight=False
-        )
+        console.print(f"best so far: trial {best.number}, {best.throughput:,.0f} infer/s")
     if now.eta_s is not None:
-        console.print(f"ETA for the budget: {format_duration(now.eta_s)}", highlight=False)
+        console.print(f"ETA for the budget: {format_duration(now.eta_s)}")

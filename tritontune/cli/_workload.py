@@ -48,7 +48,7 @@ def search_workload(
     results: Path | None,
     report: Path | None = None,
 ) -> WorkloadSearchResult:
-    console.print(f"workload: {traffic.describe()}", highlight=False)
+    console.print(f"workload: {traffic.describe()}")
     name = settings.study_name_for(session.name, traffic)
     with kept_log_said(session):
         print_server(session)
@@ -65,32 +65,28 @@ def search_workload(
                 ", layout={shared, endpoints}"
                 if len(searched_layouts(settings, session.owns_server, traffic)) > 1
                 else ""
-            ),
-            highlight=False,
+            )
         )
         if isinstance(space, PipelineSpace) and space.budget is not None:
             err_console.print(
                 f"instances: {space.budget.describe()}, shared by the tuned models (a point "
-                "over it is measured clamped to it)",
-                highlight=False,
+                "over it is measured clamped to it)"
             )
         try:
             result = _search_with_progress(session, space, traffic, settings)
         except KeyboardInterrupt:
             err_console.print(
                 f"[yellow]interrupted:[/] study {name!r} is saved in {settings.storage_name}; "
-                "run the same command again to resume",
-                highlight=False,
+                "run the same command again to resume"
             )
             raise
     if result.final_rounds_reused and not result.finalists:
         console.print(
             "final rounds: another worker of this study runs them (its output has the winner; "
-            "run the same command again once it is done)",
-            highlight=False,
+            "run the same command again once it is done)"
         )
     elif result.final_rounds_reused:
-        console.print("final rounds: the study's, over the same finalists (reused)", highlight=False)
+        console.print("final rounds: the study's, over the same finalists (reused)")
     console.print(_finalists_table(result))
     winner, baseline = result.winner, result.baseline
     if winner is not None and baseline is not None and baseline.median > 0:
@@ -98,41 +94,37 @@ def search_workload(
             f"winner: {winner.label} serves {winner.median:,.0f} infer/s with every class meeting "
             f"its objective (at {winner.median_rate:,.0f} req/s offered), "
             f"{winner.median / baseline.median:.2f}x "
-            + ("the models' own configs" if traffic.routed else "the model's own config"),
-            highlight=False,
+            + ("the models' own configs" if traffic.routed else "the model's own config")
         )
     for label, duet in result.final.duets.items():
         if duet.order == Order.UNCERTAIN:
             console.print(
                 f"[yellow]order uncertain[/]: {label} against the winner, {duet.text()} "
-                "(per-round ratios of infer/s served); the higher median won",
-                highlight=False,
+                "(per-round ratios of infer/s served); the higher median won"
             )
     ratio = result.layout_ratio
     if ratio is not None:
         console.print(
             f"layouts: one shared model {'wins' if ratio >= 1 else 'loses'} against one endpoint "
             f"per class ({', '.join(f'{session.name}_{c.name}' for c in traffic.classes)}) by "
-            f"{ratio:.2f}x (median infer/s served, same rounds)",
-            highlight=False,
+            f"{ratio:.2f}x (median infer/s served, same rounds)"
         )
     elif not session.owns_server and not traffic.routed:
         console.print(
-            "layouts: one endpoint per class was not measured (a remote server's repository is its own)",
-            highlight=False,
+            "layouts: one endpoint per class was not measured (a remote server's repository is its own)"
         )
     if result.stop_reason:
-        console.print(f"stopped before the trial budget: {result.stop_reason}", highlight=False)
-    console.print(f"time: {result.phases.describe()}", highlight=False)
+        console.print(f"stopped before the trial budget: {result.stop_reason}")
+    console.print(f"time: {result.phases.describe()}")
     if winner is not None and traffic.routed:
         _print_models(winner)
     capacity = result.winner_capacity()
     if capacity is not None:
         for line in summary_lines(capacity):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {line}")
         if report:
             write_workload_report(capacity, report, title=f"{session.name}: {result.study_name}")
-            console.print(f"report: {report}", highlight=False)
+            console.print(f"report: {report}")
     write_results(results or Path(f"{result.study_name}.results.json"), result.to_dict())
     return result
 
@@ -156,7 +148,7 @@ def _print_models(winner: Finalist) -> None:
     for model in winner.models:
         classes = ", ".join(c for c, m in winner.routes.items() if m == model) or "none"
         shown = knobs_summary(knobs[model]) if model in knobs else "its own config"
-        console.print(f"  {model} (classes: {classes}): {shown}", highlight=False)
+        console.print(f"  {model} (classes: {classes}): {shown}")
 
 
 def _search_with_progress(
@@ -178,20 +170,19 @@ def _search_with_progress(
                 shown += " [yellow]at least: client-bound above[/]"  # as a single class's
             trials.done(trial, best, eta, knobs, shown)
             for note in trial.capacity.caveats() if trial.capacity is not None else ():
-                err_console.print(f"  [yellow]caveat[/]: {escape(note)}", highlight=False)
+                err_console.print(f"  [yellow]caveat[/]: {escape(note)}")
 
         def final_round(round_number: int, finalist: Finalist, served: float | None) -> None:
             bar.update(task, description=f"final round {round_number}: {finalist.label}")
             shown = f"{served:,.0f} infer/s served" if served is not None else "[red]failed[/]"
-            err_console.print(f"  final round {round_number}: {finalist.label} {shown}", highlight=False)
+            err_console.print(f"  final round {round_number}: {finalist.label} {shown}")
 
         def settled_note(settled_after: dict[str, int]) -> None:
             for label, rounds in settled_after.items():
                 err_console.print(
                     f"  final rounds: {label} sat out after round {rounds} (its place could not "
                     "change: behind the leader by over 10 % in every round, or by half from the "
-                    "first, or the leader with everyone behind it)",
-                    highlight=False,
+                    "first, or the leader with everyone behind it)"
                 )
 
         return run_workload_search(
@@ -204,7 +195,7 @@ def _search_with_progress(
                 trial_done,
                 final_round,
                 print_precisions,
-                lambda first: err_console.print(first.describe(), highlight=False),
+                lambda first: err_console.print(first.describe()),
                 settled_note,
             ),
         )
