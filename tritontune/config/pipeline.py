@@ -425,20 +425,16 @@ def _names(tensors: Iterable[Any]) -> str:
 
 def _check_mapped_names(path: Path, step: PipelineStep, model: ModelConfig) -> None:
     """Every mapped name is a tensor of the model, and every required input is mapped."""
-    inputs = {t.name for t in model.input}
-    for key in step.input_map:
-        if key not in inputs:
-            raise ConfigError(
-                f"{_field(path, step, 'input_map')}: {key!r} is not an input of model "
-                f"{step.model!r} (its inputs: {_names(model.input)})"
-            )
-    outputs = {t.name for t in model.output}
-    for key in step.output_map:
-        if key not in outputs:
-            raise ConfigError(
-                f"{_field(path, step, 'output_map')}: {key!r} is not an output of model "
-                f"{step.model!r} (its outputs: {_names(model.output)})"
-            )
+    for what, mapped, tensors in (
+        ("input", step.input_map, model.input),
+        ("output", step.output_map, model.output),
+    ):
+        for key in mapped:
+            if key not in {t.name for t in tensors}:
+                raise ConfigError(
+                    f"{_field(path, step, f'{what}_map')}: {key!r} is not an {what} of model "
+                    f"{step.model!r} (its {what}s: {_names(tensors)})"
+                )
     for tensor in model.input:
         if tensor.name not in step.input_map and not tensor.optional:
             raise ConfigError(

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from types import FrameType, TracebackType
+from types import FrameType
 
 from tritontune.config.validate import TargetCapabilities
 from tritontune.errors import ServerError
@@ -88,12 +88,7 @@ class TritonLauncher(ABC):
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

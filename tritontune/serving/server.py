@@ -16,7 +16,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 import numpy as np
 
@@ -97,12 +96,7 @@ class Server:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         failed = exc is not None and not isinstance(exc, KeyboardInterrupt)
         if exc is not None:
             self.keep_log_because(failure_reason(exc))
