@@ -87,7 +87,8 @@ def search_workload(
         )
     elif result.final_rounds_reused:
         console.print("final rounds: the study's, over the same finalists (reused)")
-    console.print(_finalists_table(result))
+    if result.finalists:  # none where another worker runs them: no empty table
+        console.print(_finalists_table(result))
     winner, baseline = result.winner, result.baseline
     if winner is not None and baseline is not None and baseline.median > 0:
         console.print(
