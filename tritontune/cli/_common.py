@@ -332,7 +332,7 @@ def print_server(session: TuningSession) -> None:
         )
 
 
-def run() -> None:  # pragma: no cover - console entry for `python -m tritontune`
+def run() -> None:  # pragma: no cover - called by tritontune.__main__.main, the console entry
     guard_process_output()
     app(prog_name="tritontune")
     sys.exit(0)
