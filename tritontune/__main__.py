@@ -1,7 +1,8 @@
 """The ``tritontune`` command's entry point (``python -m tritontune`` and the console script).
 
-Loading the commands' modules takes about a second; a Ctrl-C in it exits 130 with one line, as
-a Ctrl-C later does, instead of a traceback of whichever import it landed in."""
+A Ctrl-C before a command's body runs (while the commands' modules load, about a second, or
+while its options are read) exits 130 with one line, as a Ctrl-C later does (see
+``cli._common.user_errors``), instead of a traceback of wherever it landed."""
 
 import sys
 
@@ -9,10 +10,11 @@ import sys
 def main() -> None:
     try:
         from tritontune.cli import run
+
+        run()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    run()
 
 
 if __name__ == "__main__":

@@ -313,7 +313,7 @@ def kept_log_said(session: TuningSession) -> Iterator[TuningSession]:
 def print_kept_log(path: Path | None, reason: str, *, what: str = "tritonserver log") -> None:
     """Say where the server's log was kept, and why (``--server-log`` or what failed)."""
     if path is not None:
-        err_console.print(f"{what}: {path} ({reason})", soft_wrap=True)
+        err_console.print(f"{what}: {escape(str(path))} ({escape(reason)})", soft_wrap=True)
 
 
 def print_server(session: TuningSession) -> None:

@@ -11,6 +11,7 @@ backend (whose ``model.py`` runs it in this Python).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from tritontune.errors import InputError
@@ -25,5 +26,9 @@ def onnxruntime_module(needed_for: str = "this") -> ModuleType:
     """The ``onnxruntime`` module, or an :class:`InputError` saying how to install it."""
     try:
         return importlib.import_module("onnxruntime")
-    except ImportError:
-        raise InputError(f"tritontune needs onnxruntime for {needed_for}: {INSTALL_HINT}") from None
+    except ImportError as err:
+        if importlib.util.find_spec("onnxruntime") is None:
+            raise InputError(f"tritontune needs onnxruntime for {needed_for}: {INSTALL_HINT}") from None
+        # Installed, but its import failed (a missing system library, or a Ctrl-C in the middle
+        # of it, which its extension reports as "import numpy failed"): say that, not "install".
+        raise InputError(f"onnxruntime is installed but its import failed: {err}") from None
