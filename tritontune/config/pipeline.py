@@ -429,8 +429,9 @@ def _check_mapped_names(path: Path, step: PipelineStep, model: ModelConfig) -> N
         ("input", step.input_map, model.input),
         ("output", step.output_map, model.output),
     ):
+        names = {t.name for t in tensors}
         for key in mapped:
-            if key not in {t.name for t in tensors}:
+            if key not in names:
                 raise ConfigError(
                     f"{_field(path, step, f'{what}_map')}: {key!r} is not an {what} of model "
                     f"{step.model!r} (its {what}s: {_names(tensors)})"
