@@ -310,6 +310,20 @@ def kept_log_said(session: TuningSession) -> Iterator[TuningSession]:
         print_kept_log(session.server.kept_log, session.server.kept_log_reason)
 
 
+@contextmanager
+def resumable(study: str, storage_name: str) -> Iterator[None]:
+    """A Ctrl-C inside a search says where its study is and how to go on, then goes on up to
+    :func:`user_errors` (which stops the server and exits 130)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted:[/] study {study!r} is saved in {storage_name}; "
+            "run the same command again to resume"
+        )
+        raise
+
+
 def print_kept_log(path: Path | None, reason: str, *, what: str = "tritonserver log") -> None:
     """Say where the server's log was kept, and why (``--server-log`` or what failed)."""
     if path is not None:

@@ -33,6 +33,7 @@ from tritontune.cli._common import (
     print_server,
     progress_bar,
     refuse_given,
+    resumable,
     user_errors,
     write_results,
 )
@@ -380,14 +381,8 @@ def search(
             err_console.print(
                 "space: " + ", ".join(f"{k}={v}" for k, v in tuning_space.describe().items())
             )
-            try:
+            with resumable(study_name, settings.storage_name):
                 outcome = _search_with_progress(session, tuning_space, settings)
-            except KeyboardInterrupt:
-                err_console.print(
-                    f"[yellow]interrupted:[/] study {study_name!r} is saved in {settings.storage_name}; "
-                    "run the same command again to resume"
-                )
-                raise
             for reason in outcome.troubles():
                 session.server.keep_log_because(reason)
         _print_search_result(outcome)

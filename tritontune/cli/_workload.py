@@ -16,6 +16,7 @@ from tritontune.cli._common import (
     print_precisions,
     print_server,
     progress_bar,
+    resumable,
     write_results,
 )
 from tritontune.config.variant import PIPELINE_KNOBS, knobs_summary
@@ -72,14 +73,8 @@ def search_workload(
                 f"instances: {space.budget.describe()}, shared by the tuned models (a point "
                 "over it is measured clamped to it)"
             )
-        try:
+        with resumable(name, settings.storage_name):
             result = _search_with_progress(session, space, traffic, settings)
-        except KeyboardInterrupt:
-            err_console.print(
-                f"[yellow]interrupted:[/] study {name!r} is saved in {settings.storage_name}; "
-                "run the same command again to resume"
-            )
-            raise
     if result.final_rounds_reused and not result.finalists:
         console.print(
             "final rounds: another worker of this study runs them (its output has the winner; "
